@@ -1,0 +1,26 @@
+/* The GPU implementations (naive CUDA, tiled CUDA, cuBLAS) behind the operation table of
+ * src/backend.h. This header is C: the rest of the program is. */
+#ifndef MLP_GPU_BACKEND_H
+#define MLP_GPU_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "../src/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* True if a CUDA device can be used; otherwise the reason in `why`. */
+bool gpu_device_available(char *why, size_t why_size);
+
+/* impl "naive", "tiled" or "blas" on device 0; NULL for another name. Exits with a message if
+ * the device cannot be set up. */
+backend *gpu_backend_create(const char *impl);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

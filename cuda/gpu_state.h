@@ -1,0 +1,26 @@
+/* What the GPU backend keeps (gpu_backend.cu) and its batch feeds use (gpu_feed.cu). */
+#ifndef MLP_GPU_STATE_H
+#define MLP_GPU_STATE_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "../src/backend.h"
+
+struct gpu_state {
+    cudaStream_t stream;   /* every operation of the step runs on it, in order */
+    cublasHandle_t cublas; /* blas implementation only */
+};
+
+inline gpu_state *gpu_of(backend *be) { return static_cast<gpu_state *>(be->state); }
+
+/* Batch feeds: see gpu_feed.cu. */
+batch_feed *gpu_feed_create(backend *be, const dataset *data, int max_rows, feed_options opts);
+void gpu_feed_start_pass(batch_feed *feed, const int32_t *order);
+batch_view gpu_feed_next(batch_feed *feed, int rows);
+void gpu_feed_destroy(batch_feed *feed);
+
+/* cudaMalloc that names the size when the device runs out. */
+void *gpu_alloc_or_exit(size_t bytes);
+
+#endif

@@ -1,0 +1,45 @@
+/* Where the time of a training run goes, phase by phase.
+ *
+ * Each phase of a step (h2d, forward, backward, update), the metric read-back (d2h) and the
+ * evaluation are bracketed by phase_begin/phase_end. That always emits an NVTX range of the
+ * phase's name; when timing is on, it also records two timing stamps of the backend (CUDA events
+ * on the GPU, the monotonic clock on the CPU), so the durations are those of the device's stream,
+ * not of the host that queued the work. Stamps live in a ring and are read back lazily, long
+ * after the device passed them, so timing adds no host synchronization inside a step. */
+#ifndef MLP_PHASE_PROFILE_H
+#define MLP_PHASE_PROFILE_H
+
+#include <stdbool.h>
+
+#include "../src/backend.h"
+
+typedef enum {
+    PHASE_H2D,      /* getting the batch onto the device: a device gather, or a host→device copy */
+    PHASE_FORWARD,  /* layers, softmax and loss */
+    PHASE_BACKWARD, /* gradients */
+    PHASE_UPDATE,   /* optimizer step */
+    PHASE_D2H,      /* reducing and copying the epoch's loss and accuracy to the host */
+    PHASE_EVAL,     /* the test-set pass */
+    PHASE_COUNT
+} phase_id;
+
+extern const char *const phase_names[PHASE_COUNT];
+
+typedef struct {
+    double ms[PHASE_COUNT];   /* total milliseconds per phase */
+    long count[PHASE_COUNT];  /* how many times each phase ran */
+} phase_totals;
+
+typedef struct phase_profile phase_profile;
+
+/* timed == false: NVTX ranges only, no stamps (no cost beyond NVTX's). */
+phase_profile *phase_profile_create(backend *be, bool timed);
+void phase_profile_destroy(phase_profile *p);
+
+void phase_begin(phase_profile *p, phase_id phase);
+void phase_end(phase_profile *p, phase_id phase);
+
+/* Waits for every recorded phase, returns the totals since the previous collect and resets them. */
+phase_totals phase_profile_collect(phase_profile *p);
+
+#endif

@@ -1,0 +1,43 @@
+/* Checkpoints: the model's shape and parameters, the optimizer's state and the input
+ * normalization, so a run can be resumed or evaluated later.
+ *
+ * Format (all integers and floats little-endian):
+ *   "MLPCKPT\0"  u32 version  u32 layers  u32 width[layers + 1]
+ *   u32 optimizer (0 sgd, 1 adam)  u32 optimizer_step  u32 epochs_done  u32 state_arrays
+ *   f32 input_scale  f32 input_shift
+ *   f32 params[param_count]  f32 state[state_arrays * param_count]
+ *   u32 crc32 of every byte before it
+ * Saving writes a temporary file beside the target and renames it over the target, so a crash
+ * leaves either the old checkpoint or the new one, never half of one. */
+#ifndef MLP_CHECKPOINT_H
+#define MLP_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model.h"
+#include "optimizer.h"
+
+#define CHECKPOINT_VERSION 1
+
+typedef struct {
+    mlp_shape shape;
+    optimizer_kind optimizer;
+    int optimizer_step;
+    int epochs_done;
+    int state_arrays;    /* 1 for SGD (velocity), 2 for Adam (moments) */
+    float input_scale;   /* the normalization the model was trained with */
+    float input_shift;
+    float *params;       /* shape.param_count */
+    float *state;        /* state_arrays * shape.param_count */
+} checkpoint;
+
+bool checkpoint_save(const char *path, const checkpoint *c, char *err, size_t err_size);
+
+/* Reads and validates a checkpoint (magic, version, sizes against the file's length, checksum).
+ * On success c->params and c->state are malloc'd; checkpoint_free releases them. */
+bool checkpoint_load(const char *path, checkpoint *c, char *err, size_t err_size);
+
+void checkpoint_free(checkpoint *c);
+
+#endif

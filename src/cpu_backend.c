@@ -1,0 +1,233 @@
+/* The operation table on the CPU. Memory is host memory, every operation runs to completion
+ * before returning, and a timing stamp is a reading of the monotonic clock. The three CPU
+ * implementations differ only in their GEMM. */
+#define _POSIX_C_SOURCE 200809L
+#include "cpu_backend.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../blas/openblas_gemm.h"
+#include "../profiling/wall_clock.h"
+#include "cpu_gemm.h"
+#include "cpu_ops.h"
+#include "dataset.h"
+
+/* ---- GEMM: the one operation in which the CPU implementations differ ---- */
+
+static void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc) {
+    (void)be;
+    cpu_gemm_naive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc) {
+    (void)be;
+    cpu_gemm_tiled(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+static void gemm_blas(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc) {
+    (void)be;
+    cpu_gemm_blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* ---- memory ---- */
+
+static void *host_alloc(backend *be, size_t bytes) {
+    (void)be;
+    size_t rounded = (bytes + 63) / 64 * 64; /* aligned_alloc wants a multiple of the alignment */
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p) {
+        fprintf(stderr, "mlp_train: out of host memory (asked for %zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static void host_release(backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static void host_copy(backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    memcpy(dst, src, bytes);
+}
+
+static void nothing_to_wait_for(backend *be) { (void)be; }
+
+/* ---- the operations, forwarded to cpu_ops.c ---- */
+
+static void bias_activation(backend *be, float *z, const float *bias, int rows, int cols, bool relu) {
+    (void)be;
+    cpu_bias_activation(z, bias, rows, cols, relu);
+}
+
+static void relu_backward(backend *be, float *grad, const float *activation, size_t count) {
+    (void)be;
+    cpu_relu_backward(grad, activation, count);
+}
+
+static void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labels, int rows,
+                                  int classes, float grad_scale, float *grad, float *row_loss,
+                                  float *row_correct, int32_t *prediction) {
+    (void)be;
+    cpu_softmax_cross_entropy(logits, labels, rows, classes, grad_scale, grad, row_loss,
+                              row_correct, prediction);
+}
+
+static void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
+    (void)be;
+    cpu_column_sums(matrix, rows, cols, sums);
+}
+
+static void sum(backend *be, const float *x, size_t n, float *result) {
+    (void)be;
+    *result = cpu_sum(x, n);
+}
+
+static void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad,
+                              size_t n, float lr, float momentum) {
+    (void)be;
+    cpu_sgd_momentum_step(param, velocity, grad, n, lr, momentum);
+}
+
+static void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
+                      float lr, float beta1, float beta2, float eps, int step) {
+    (void)be;
+    cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, step);
+}
+
+/* ---- batches: gathered from the host data set into one reusable buffer ---- */
+
+struct batch_feed {
+    const dataset *data;
+    int max_rows;
+    int32_t *order; /* data->count indices for the current pass */
+    int position;   /* next index in order */
+    float *x;       /* max_rows × features */
+    uint8_t *y;     /* max_rows */
+};
+
+static batch_feed *feed_create(backend *be, const dataset *data, int max_rows, feed_options opts) {
+    (void)opts; /* the CPU reads host memory in place: there is no placement to choose */
+    batch_feed *feed = calloc(1, sizeof *feed);
+    if (!feed) {
+        fprintf(stderr, "mlp_train: out of host memory for the batch feed\n");
+        exit(1);
+    }
+    feed->data = data;
+    feed->max_rows = max_rows;
+    feed->order = host_alloc(be, (size_t)data->count * sizeof(int32_t));
+    feed->x = host_alloc(be, (size_t)max_rows * data->features * sizeof(float));
+    feed->y = host_alloc(be, (size_t)max_rows);
+    return feed;
+}
+
+static void feed_start_pass(batch_feed *feed, const int32_t *order) {
+    memcpy(feed->order, order, (size_t)feed->data->count * sizeof(int32_t));
+    feed->position = 0;
+}
+
+static batch_view feed_next(batch_feed *feed, int rows) {
+    const dataset *d = feed->data;
+    if (rows > feed->max_rows || feed->position + rows > d->count) {
+        fprintf(stderr, "mlp_train: internal error: batch of %d rows past the feed's end\n", rows);
+        exit(1);
+    }
+    cpu_gather_normalize(d->pixels, d->labels, feed->order + feed->position, rows, d->features,
+                         d->scale, d->shift, feed->x, feed->y);
+    feed->position += rows;
+    return (batch_view){feed->x, feed->y, rows};
+}
+
+static void feed_destroy(batch_feed *feed) {
+    if (!feed) return;
+    free(feed->order);
+    free(feed->x);
+    free(feed->y);
+    free(feed);
+}
+
+/* ---- timing: the CPU finishes each operation before returning, so the clock suffices ---- */
+
+struct timing_stamp {
+    double seconds;
+};
+
+static timing_stamp *stamp_create(backend *be) { return host_alloc(be, sizeof(timing_stamp)); }
+
+static void stamp_record(backend *be, timing_stamp *s) {
+    (void)be;
+    s->seconds = wall_seconds();
+}
+
+static double stamp_elapsed_ms(backend *be, timing_stamp *start, timing_stamp *end) {
+    (void)be;
+    return 1e3 * (end->seconds - start->seconds);
+}
+
+static void stamp_destroy(backend *be, timing_stamp *s) { host_release(be, s); }
+
+static void destroy(backend *be) { free(be); }
+
+void cpu_set_threads(int threads) {
+    omp_set_num_threads(threads);
+    openblas_threads(threads);
+}
+
+static const struct {
+    const char *name;
+    gemm_fn *gemm;
+    const char *description;
+} cpu_impls[] = {
+    {"naive", gemm_naive, "naive loops"},
+    {"tiled", gemm_tiled, "cache-tiled GEMM"},
+    {"blas", gemm_blas, "OpenBLAS"},
+};
+
+backend *cpu_backend_create(const char *impl) {
+    int chosen = -1;
+    for (int i = 0; i < (int)(sizeof cpu_impls / sizeof cpu_impls[0]); i++)
+        if (strcmp(impl, cpu_impls[i].name) == 0) chosen = i;
+    if (chosen < 0) return NULL;
+    backend *be = calloc(1, sizeof *be);
+    if (!be) return NULL;
+    *be = (backend){
+        .device_name = "cpu",
+        .impl_name = cpu_impls[chosen].name,
+        .alloc = host_alloc,
+        .release = host_release,
+        .upload = host_copy,
+        .download = host_copy,
+        .synchronize = nothing_to_wait_for,
+        .gemm = cpu_impls[chosen].gemm,
+        .bias_activation = bias_activation,
+        .relu_backward = relu_backward,
+        .softmax_cross_entropy = softmax_cross_entropy,
+        .column_sums = column_sums,
+        .sum = sum,
+        .sgd_momentum_step = sgd_momentum_step,
+        .adam_step = adam_step,
+        .feed_create = feed_create,
+        .feed_start_pass = feed_start_pass,
+        .feed_next = feed_next,
+        .feed_destroy = feed_destroy,
+        .stamp_create = stamp_create,
+        .stamp_record = stamp_record,
+        .stamp_elapsed_ms = stamp_elapsed_ms,
+        .stamp_destroy = stamp_destroy,
+        .destroy = destroy,
+    };
+    snprintf(be->description, sizeof be->description, "CPU, %d threads, %s", omp_get_max_threads(),
+             cpu_impls[chosen].gemm == gemm_blas ? openblas_description()
+                                                 : cpu_impls[chosen].description);
+    return be;
+}

@@ -1,0 +1,14 @@
+/* The CPU implementations: naive loops, cache-tiled + OpenMP, or OpenBLAS for the GEMM; every
+ * other operation from cpu_ops.c. */
+#ifndef MLP_CPU_BACKEND_H
+#define MLP_CPU_BACKEND_H
+
+#include "backend.h"
+
+/* impl is "naive", "tiled" or "blas"; returns NULL for any other name. */
+backend *cpu_backend_create(const char *impl);
+
+/* Threads for OpenMP loops and OpenBLAS alike (they never run at the same time). */
+void cpu_set_threads(int threads);
+
+#endif

@@ -1,0 +1,280 @@
+/* mlp_train: the command-line program. Parses options, loads the data (and a checkpoint),
+ * picks the implementation, then trains or evaluates and reports. */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../profiling/nvtx_ranges.h"
+#include "backend_select.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "cpu_backend.h"
+#include "dataset.h"
+#include "model.h"
+#include "report.h"
+#include "trainer.h"
+
+#define ERR_SIZE 1024
+
+typedef struct {
+    cli_options options;
+    char data_dir[PATH_MAX];
+    const char *device;
+    int threads;
+    dataset train, test;
+    checkpoint loaded;
+    bool have_checkpoint;
+    mlp_shape shape;
+    backend *be;
+    trainer *trainer;
+} run_state;
+
+static int fail(const char *message) {
+    fprintf(stderr, "mlp_train: %s\n", message);
+    return 1;
+}
+
+static bool is_directory(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+/* --data DIR, or data/<dataset> here, or beside the executable's directory, or (Fashion-MNIST)
+ * where Debian's dataset-fashion-mnist package puts it. */
+static bool resolve_data_dir(run_state *s, char *err) {
+    const cli_options *o = &s->options;
+    if (o->data_dir) {
+        snprintf(s->data_dir, sizeof s->data_dir, "%s", o->data_dir);
+        return true;
+    }
+    char candidates[3][PATH_MAX];
+    int n = 0;
+    snprintf(candidates[n++], PATH_MAX, "data/%s", o->dataset);
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        snprintf(candidates[n++], PATH_MAX, "%.3000s/../data/%s", exe, o->dataset);
+    }
+    if (strcmp(o->dataset, "fashion") == 0)
+        snprintf(candidates[n++], PATH_MAX, "/usr/share/datasets/fashion-mnist");
+    for (int i = 0; i < n; i++) {
+        if (is_directory(candidates[i])) {
+            memcpy(s->data_dir, candidates[i], PATH_MAX);
+            return true;
+        }
+    }
+    snprintf(err, ERR_SIZE,
+             "no %s data: looked in %.400s%s%.400s; run tools/fetch_data.sh or pass --data DIR",
+             o->dataset, candidates[0], n > 1 ? " and " : "", n > 1 ? candidates[1] : "");
+    return false;
+}
+
+static bool choose_device(run_state *s, char *err) {
+    const cli_options *o = &s->options;
+    char why[256];
+    if (o->device) {
+        s->device = o->device;
+        return true;
+    }
+    if (gpu_available(why, sizeof why)) {
+        s->device = "gpu";
+        return true;
+    }
+    if (o->placement_given) {
+        snprintf(err, ERR_SIZE, "--data host|device needs a GPU: %s", why);
+        return false;
+    }
+    s->device = "cpu";
+    fprintf(stderr, "mlp_train: no GPU (%s); training on the CPU\n", why);
+    return true;
+}
+
+/* The model's shape: --hidden, else the checkpoint's, else 256; inputs and classes from the data. */
+static bool choose_shape(run_state *s, char *err) {
+    const cli_options *o = &s->options;
+    char why[256];
+    int features = s->test.features;
+    if (s->have_checkpoint && !o->hidden_given) {
+        s->shape = s->loaded.shape;
+    } else if (!mlp_shape_make(&s->shape, features, o->hidden, o->hidden_count, DATASET_CLASSES,
+                               why, sizeof why)) {
+        snprintf(err, ERR_SIZE, "%s", why);
+        return false;
+    }
+    if (s->have_checkpoint) {
+        char have[256], want[256];
+        mlp_shape_format(&s->loaded.shape, have, sizeof have);
+        mlp_shape_format(&s->shape, want, sizeof want);
+        if (!mlp_shape_equal(&s->loaded.shape, &s->shape)) {
+            snprintf(err, ERR_SIZE, "%s: the checkpoint's model is %s, not %s", o->load_path,
+                     have, want);
+            return false;
+        }
+    }
+    if (s->shape.width[0] != features || s->shape.width[s->shape.layers] != DATASET_CLASSES) {
+        snprintf(err, ERR_SIZE, "the model takes %d inputs, but the %s images have %d pixels",
+                 s->shape.width[0], o->dataset, features);
+        return false;
+    }
+    return true;
+}
+
+static bool load_inputs(run_state *s, char *err) {
+    cli_options *o = &s->options;
+    if (!resolve_data_dir(s, err)) return false;
+    if (!dataset_load(s->data_dir, SPLIT_TEST, &s->test, err, ERR_SIZE)) return false;
+    if (!o->eval_only && !dataset_load(s->data_dir, SPLIT_TRAIN, &s->train, err, ERR_SIZE))
+        return false;
+    if (o->load_path) {
+        if (!checkpoint_load(o->load_path, &s->loaded, err, ERR_SIZE)) return false;
+        s->have_checkpoint = true;
+        if (!o->eval_only && s->loaded.optimizer != o->optimizer.kind) {
+            snprintf(err, ERR_SIZE,
+                     "%s was trained with %s; resume it with --optimizer %s (or --eval)",
+                     o->load_path, optimizer_name(s->loaded.optimizer),
+                     optimizer_name(s->loaded.optimizer));
+            return false;
+        }
+    }
+    if (!choose_shape(s, err)) return false;
+    /* Inputs are normalized with the training set's statistics, kept in the checkpoint. */
+    float scale, shift;
+    if (s->have_checkpoint) {
+        scale = s->loaded.input_scale;
+        shift = s->loaded.input_shift;
+    } else {
+        dataset_normalization(&s->train, &scale, &shift);
+    }
+    s->train.scale = s->test.scale = scale;
+    s->train.shift = s->test.shift = shift;
+    return true;
+}
+
+static bool start_trainer(run_state *s, char *err) {
+    s->be = backend_create(s->device, s->options.impl, err, ERR_SIZE);
+    if (!s->be) return false;
+    train_config config = {
+        .batch = s->options.batch,
+        .seed = s->options.seed,
+        .optimizer = s->options.optimizer,
+        .feed = s->options.feed,
+        .profile = s->options.profile,
+        .progress = !s->options.quiet,
+    };
+    float *params = s->have_checkpoint ? s->loaded.params : NULL;
+    float *fresh = NULL;
+    if (!params) {
+        fresh = malloc(s->shape.param_count * sizeof(float));
+        if (!fresh) {
+            snprintf(err, ERR_SIZE, "out of host memory for the parameters");
+            return false;
+        }
+        mlp_init_parameters(&s->shape, s->options.seed, fresh);
+        params = fresh;
+    }
+    s->trainer = trainer_create(s->be, &s->shape, s->options.eval_only ? NULL : &s->train, &s->test,
+                                &config, params, s->have_checkpoint ? s->loaded.state : NULL,
+                                s->loaded.optimizer_step, s->loaded.epochs_done);
+    free(fresh);
+    return true;
+}
+
+static bool save_checkpoint(run_state *s, char *err) {
+    checkpoint c = {.shape = s->shape,
+                    .optimizer = s->options.optimizer.kind,
+                    .input_scale = s->train.scale,
+                    .input_shift = s->train.shift};
+    trainer_export(s->trainer, &c.params, &c.state, &c.state_arrays, &c.optimizer_step,
+                   &c.epochs_done);
+    bool ok = checkpoint_save(s->options.save_path, &c, err, ERR_SIZE);
+    checkpoint_free(&c);
+    return ok;
+}
+
+static run_info describe(const run_state *s) {
+    return (run_info){&s->options,     s->device,       s->be->description, s->data_dir,
+                      &s->shape,       s->threads,      s->train.count,     s->test.count};
+}
+
+static int evaluate_only(run_state *s) {
+    double loss, accuracy;
+    long confusion[DATASET_CLASSES][DATASET_CLASSES];
+    trainer_evaluate(s->trainer, &loss, &accuracy, confusion);
+    run_info info = describe(s);
+    report_evaluation(stdout, &info, loss, accuracy, confusion, s->options.json);
+    return 0;
+}
+
+static int train(run_state *s) {
+    const cli_options *o = &s->options;
+    char err[ERR_SIZE];
+    run_info info = describe(s);
+    FILE *table = o->json ? stderr : stdout; /* with --json, stdout holds the JSON alone */
+    report_header(table, &info);
+    epoch_result *epochs = calloc((size_t)o->epochs, sizeof *epochs);
+    if (!epochs) return fail("out of host memory for the results");
+    phase_totals run_phases = {0};
+    double run_wall_ms = 0.0;
+    int status = 0;
+    for (int i = 0; i < o->epochs && status == 0; i++) {
+        if (!trainer_run_epoch(s->trainer, o->epochs - i, &epochs[i], err, sizeof err)) {
+            status = fail(err);
+            break;
+        }
+        report_epoch(table, &epochs[i]);
+        if (o->profile) {
+            double wall_ms = 1e3 * (epochs[i].time_s + epochs[i].eval_time_s);
+            char title[64];
+            snprintf(title, sizeof title, "epoch %d phases", epochs[i].epoch);
+            report_phases(table, title, &epochs[i].phases, wall_ms);
+            run_phases = phases_add(run_phases, &epochs[i].phases);
+            run_wall_ms += wall_ms;
+        }
+    }
+    if (status == 0 && o->profile) report_phases(table, "run phases", &run_phases, run_wall_ms);
+    if (status == 0 && o->json) report_json(stdout, &info, epochs, o->epochs);
+    if (status == 0 && o->log_path && !report_csv(o->log_path, epochs, o->epochs, err, sizeof err))
+        status = fail(err);
+    if (status == 0 && o->save_path && !save_checkpoint(s, err)) status = fail(err);
+    free(epochs);
+    return status;
+}
+
+static int run(run_state *s) {
+    char err[ERR_SIZE];
+    s->threads = s->options.threads ? s->options.threads : omp_get_num_procs();
+    cpu_set_threads(s->threads);
+    if (!choose_device(s, err) || !load_inputs(s, err) || !start_trainer(s, err)) return fail(err);
+    nvtx_range_push("run");
+    int status = s->options.eval_only ? evaluate_only(s) : train(s);
+    nvtx_range_pop();
+    return status;
+}
+
+static void cleanup(run_state *s) {
+    trainer_destroy(s->trainer);
+    if (s->be) s->be->destroy(s->be);
+    checkpoint_free(&s->loaded);
+    dataset_free(&s->train);
+    dataset_free(&s->test);
+}
+
+int main(int argc, char **argv) {
+    static run_state state;
+    switch (cli_parse(argc, argv, &state.options)) {
+    case CLI_DONE: return 0;
+    case CLI_USAGE_ERROR: return 2;
+    case CLI_RUN: break;
+    }
+    int status = run(&state);
+    cleanup(&state);
+    return status;
+}

@@ -1,0 +1,161 @@
+/* The MLP's forward and backward passes, written once against the operation table. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+
+bool mlp_shape_make(mlp_shape *shape, int inputs, const int *hidden, int hidden_count, int classes,
+                    char *err, size_t err_size) {
+    memset(shape, 0, sizeof *shape);
+    if (hidden_count < 0 || hidden_count + 1 > MLP_MAX_LAYERS) {
+        snprintf(err, err_size, "%d hidden layers; at most %d are supported", hidden_count,
+                 MLP_MAX_LAYERS - 1);
+        return false;
+    }
+    shape->layers = hidden_count + 1;
+    shape->width[0] = inputs;
+    for (int i = 0; i < hidden_count; i++) shape->width[i + 1] = hidden[i];
+    shape->width[shape->layers] = classes;
+    size_t offset = 0;
+    for (int l = 0; l <= shape->layers; l++) {
+        if (shape->width[l] < 1 || shape->width[l] > MLP_MAX_WIDTH) {
+            snprintf(err, err_size, "layer width %d is outside 1..%d", shape->width[l],
+                     MLP_MAX_WIDTH);
+            return false;
+        }
+    }
+    for (int l = 0; l < shape->layers; l++) {
+        shape->weight_offset[l] = offset;
+        offset += (size_t)shape->width[l] * shape->width[l + 1];
+        shape->bias_offset[l] = offset;
+        offset += (size_t)shape->width[l + 1];
+    }
+    shape->param_count = offset;
+    return true;
+}
+
+bool mlp_shape_equal(const mlp_shape *a, const mlp_shape *b) {
+    if (a->layers != b->layers) return false;
+    for (int l = 0; l <= a->layers; l++)
+        if (a->width[l] != b->width[l]) return false;
+    return true;
+}
+
+void mlp_shape_format(const mlp_shape *shape, char *out, size_t out_size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (int l = 0; l <= shape->layers && used < out_size; l++)
+        used += (size_t)snprintf(out + used, out_size - used, l ? "-%d" : "%d", shape->width[l]);
+}
+
+double mlp_train_step_flops(const mlp_shape *shape, int rows) {
+    double flops = 0.0;
+    for (int l = 0; l < shape->layers; l++) {
+        double gemm = 2.0 * rows * shape->width[l] * shape->width[l + 1];
+        flops += gemm;                /* forward */
+        flops += gemm;                /* weight gradient */
+        if (l > 0) flops += gemm;     /* input gradient (not needed for the first layer) */
+    }
+    return flops;
+}
+
+void mlp_init_parameters(const mlp_shape *shape, uint64_t seed, float *host_params) {
+    rng r = rng_create(seed, 1);
+    for (int l = 0; l < shape->layers; l++) {
+        float bound = sqrtf(6.0f / (float)shape->width[l]);
+        size_t weights = (size_t)shape->width[l] * shape->width[l + 1];
+        float *w = host_params + shape->weight_offset[l];
+        for (size_t i = 0; i < weights; i++) w[i] = rng_uniform_range(&r, -bound, bound);
+        memset(host_params + shape->bias_offset[l], 0, (size_t)shape->width[l + 1] * sizeof(float));
+    }
+}
+
+static int widest_layer_after_input(const mlp_shape *shape) {
+    int widest = 0;
+    for (int l = 1; l <= shape->layers; l++)
+        if (shape->width[l] > widest) widest = shape->width[l];
+    return widest;
+}
+
+mlp_model *mlp_model_create(backend *be, const mlp_shape *shape, int max_rows) {
+    mlp_model *model = calloc(1, sizeof *model);
+    if (!model) {
+        fprintf(stderr, "mlp_train: out of host memory for the model\n");
+        exit(1);
+    }
+    model->be = be;
+    model->shape = *shape;
+    model->max_rows = max_rows;
+    size_t param_bytes = shape->param_count * sizeof(float);
+    model->params = be->alloc(be, param_bytes);
+    model->grads = be->alloc(be, param_bytes);
+    for (int l = 0; l < shape->layers; l++)
+        model->activations[l] =
+            be->alloc(be, (size_t)max_rows * shape->width[l + 1] * sizeof(float));
+    size_t delta_bytes = (size_t)max_rows * widest_layer_after_input(shape) * sizeof(float);
+    model->deltas[0] = be->alloc(be, delta_bytes);
+    model->deltas[1] = be->alloc(be, delta_bytes);
+    return model;
+}
+
+void mlp_model_destroy(mlp_model *model) {
+    if (!model) return;
+    backend *be = model->be;
+    be->release(be, model->params);
+    be->release(be, model->grads);
+    for (int l = 0; l < model->shape.layers; l++) be->release(be, model->activations[l]);
+    be->release(be, model->deltas[0]);
+    be->release(be, model->deltas[1]);
+    free(model);
+}
+
+void mlp_forward(mlp_model *model, const float *x, int rows) {
+    backend *be = model->be;
+    const mlp_shape *s = &model->shape;
+    const float *input = x;
+    for (int l = 0; l < s->layers; l++) {
+        int in = s->width[l], out = s->width[l + 1];
+        float *z = model->activations[l];
+        /* Z (rows×out) = input (rows×in) · W_l (in×out) */
+        be->gemm(be, false, false, rows, out, in, 1.0f, input, in,
+                 model->params + s->weight_offset[l], out, 0.0f, z, out);
+        be->bias_activation(be, z, model->params + s->bias_offset[l], rows, out,
+                            l < s->layers - 1);
+        input = z;
+    }
+}
+
+void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, bool for_training,
+              float *row_loss, float *row_correct, int32_t *prediction) {
+    const mlp_shape *s = &model->shape;
+    int last = s->layers - 1;
+    float *logit_grad = for_training ? model->deltas[last % 2] : NULL;
+    model->be->softmax_cross_entropy(model->be, model->activations[last], labels, rows,
+                                     s->width[s->layers], 1.0f / (float)rows, logit_grad, row_loss,
+                                     row_correct, prediction);
+}
+
+void mlp_backward(mlp_model *model, const float *x, int rows) {
+    backend *be = model->be;
+    const mlp_shape *s = &model->shape;
+    for (int l = s->layers - 1; l >= 0; l--) {
+        int in = s->width[l], out = s->width[l + 1];
+        const float *input = l == 0 ? x : model->activations[l - 1];
+        const float *delta = model->deltas[l % 2]; /* dLoss/dZ_l, rows×out */
+        /* dW_l (in×out) = input^T (in×rows) · delta (rows×out) */
+        be->gemm(be, true, false, in, out, rows, 1.0f, input, in, delta, out, 0.0f,
+                 model->grads + s->weight_offset[l], out);
+        /* db_l (out) = column sums of delta */
+        be->column_sums(be, delta, rows, out, model->grads + s->bias_offset[l]);
+        if (l == 0) break;
+        /* dA_{l-1} (rows×in) = delta (rows×out) · W_l^T (out×in), then through the ReLU */
+        float *input_delta = model->deltas[(l - 1) % 2];
+        be->gemm(be, false, true, rows, in, out, 1.0f, delta, out,
+                 model->params + s->weight_offset[l], out, 0.0f, input_delta, in);
+        be->relu_backward(be, input_delta, model->activations[l - 1], (size_t)rows * in);
+    }
+}

@@ -1,0 +1,39 @@
+/* Optimizers over the model's flat parameter array: SGD with momentum, and Adam. Their state
+ * lives on the backend beside the parameters. */
+#ifndef MLP_OPTIMIZER_H
+#define MLP_OPTIMIZER_H
+
+#include <stddef.h>
+
+#include "backend.h"
+
+typedef enum { OPTIMIZER_SGD, OPTIMIZER_ADAM } optimizer_kind;
+
+typedef struct {
+    optimizer_kind kind;
+    float lr;
+    float momentum; /* SGD */
+    float beta1;    /* Adam */
+    float beta2;
+    float eps;
+} optimizer_config;
+
+typedef struct {
+    optimizer_config config;
+    backend *be;
+    size_t count;
+    float *state[2]; /* SGD: velocity; Adam: first and second moments */
+    int state_arrays; /* 1 for SGD, 2 for Adam */
+    int step;         /* updates made so far (Adam's bias correction needs it) */
+} optimizer;
+
+const char *optimizer_name(optimizer_kind kind);
+
+/* State arrays start at zero. */
+optimizer *optimizer_create(backend *be, optimizer_config config, size_t count);
+void optimizer_destroy(optimizer *opt);
+
+/* One update of params from grads, with learning rate lr. */
+void optimizer_step(optimizer *opt, float *params, const float *grads, float lr);
+
+#endif

@@ -1,0 +1,209 @@
+/* Formatting of results; see report.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "report.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "version.h"
+
+static const char *placement_name(const feed_options *feed) {
+    switch (feed->placement) {
+    case DATA_HOST_PAGEABLE: return "host-pageable";
+    case DATA_HOST_PINNED: return feed->overlap ? "host-pinned-overlapped" : "host-pinned";
+    default: return "device";
+    }
+}
+
+void report_header(FILE *out, const run_info *info) {
+    const cli_options *o = info->options;
+    char layers[256];
+    mlp_shape_format(info->shape, layers, sizeof layers);
+    fprintf(out, "mlp_train %s: %s on %s (%s)\n", MLP_VERSION, layers, info->device,
+            info->device_description);
+    fprintf(out, "data: %s (%s), %d train, %d test images, batches from %s\n", o->dataset,
+            info->data_dir, info->train_count, info->test_count, placement_name(&o->feed));
+    fprintf(out, "training: %s, lr %g", optimizer_name(o->optimizer.kind), o->optimizer.lr);
+    if (o->optimizer.kind == OPTIMIZER_SGD) fprintf(out, ", momentum %g", o->optimizer.momentum);
+    fprintf(out, ", batch %d, %d epochs, seed %llu\n", o->batch, o->epochs,
+            (unsigned long long)o->seed);
+    fprintf(out, "%5s %10s %9s %10s %9s %9s %12s\n", "epoch", "train_loss", "train_acc",
+            "test_loss", "test_acc", "time_s", "images/s");
+}
+
+void report_epoch(FILE *out, const epoch_result *e) {
+    fprintf(out, "%5d %10.4f %8.2f%% %10.4f %8.2f%% %9.3f %12.0f\n", e->epoch, e->train_loss,
+            100 * e->train_accuracy, e->test_loss, 100 * e->test_accuracy, e->time_s,
+            e->images_per_s);
+    fflush(out);
+}
+
+phase_totals phases_add(phase_totals a, const phase_totals *b) {
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        a.ms[p] += b->ms[p];
+        a.count[p] += b->count[p];
+    }
+    return a;
+}
+
+void report_phases(FILE *out, const char *title, const phase_totals *phases, double wall_ms) {
+    fprintf(out, "  %s (wall %.2f ms)\n", title, wall_ms);
+    fprintf(out, "    %-9s %11s %8s %12s %7s\n", "phase", "total_ms", "count", "ms_each", "share");
+    double accounted = 0.0;
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        long n = phases->count[p];
+        accounted += phases->ms[p];
+        fprintf(out, "    %-9s %11.3f %8ld %12.4f %6.1f%%\n", phase_names[p], phases->ms[p], n,
+                n ? phases->ms[p] / n : 0.0, wall_ms > 0 ? 100 * phases->ms[p] / wall_ms : 0.0);
+    }
+    double other = wall_ms - accounted;
+    fprintf(out, "    %-9s %11.3f %8s %12s %6.1f%%\n", "other", other > 0 ? other : 0.0, "", "",
+            wall_ms > 0 && other > 0 ? 100 * other / wall_ms : 0.0);
+}
+
+/* ---- JSON ---- */
+
+static void json_string(FILE *out, const char *s) {
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(out, "\\u%04x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
+static void json_config(FILE *out, const run_info *info) {
+    const cli_options *o = info->options;
+    fprintf(out, "\"config\": {\"device\": ");
+    json_string(out, info->device);
+    fprintf(out, ", \"impl\": ");
+    json_string(out, o->impl);
+    fprintf(out, ", \"device_description\": ");
+    json_string(out, info->device_description);
+    fprintf(out, ", \"dataset\": ");
+    json_string(out, o->dataset);
+    fprintf(out, ", \"data_dir\": ");
+    json_string(out, info->data_dir);
+    fprintf(out, ", \"data_placement\": ");
+    json_string(out, placement_name(&o->feed));
+    fprintf(out, ", \"layers\": [");
+    for (int l = 0; l <= info->shape->layers; l++)
+        fprintf(out, "%s%d", l ? ", " : "", info->shape->width[l]);
+    fprintf(out, "], \"epochs\": %d, \"batch\": %d, \"optimizer\": ", o->epochs, o->batch);
+    json_string(out, optimizer_name(o->optimizer.kind));
+    fprintf(out, ", \"lr\": %.9g, \"momentum\": %.9g, \"seed\": %llu, \"threads\": %d",
+            o->optimizer.lr, o->optimizer.momentum, (unsigned long long)o->seed, info->threads);
+    fprintf(out, ", \"train_images\": %d, \"test_images\": %d}", info->train_count,
+            info->test_count);
+}
+
+static void json_phases(FILE *out, const phase_totals *phases) {
+    fprintf(out, "{");
+    for (int p = 0; p < PHASE_COUNT; p++)
+        fprintf(out, "%s\"%s\": {\"ms\": %.6f, \"count\": %ld}", p ? ", " : "", phase_names[p],
+                phases->ms[p], phases->count[p]);
+    fprintf(out, "}");
+}
+
+void report_json(FILE *out, const run_info *info, const epoch_result *epochs, int count) {
+    fprintf(out, "{\"version\": \"%s\", ", MLP_VERSION);
+    json_config(out, info);
+    fprintf(out, ", \"epochs\": [");
+    phase_totals run = {0};
+    double train_time = 0.0;
+    for (int i = 0; i < count; i++) {
+        const epoch_result *e = &epochs[i];
+        fprintf(out,
+                "%s\n  {\"epoch\": %d, \"train_loss\": %.9g, \"train_accuracy\": %.9g, "
+                "\"test_loss\": %.9g, \"test_accuracy\": %.9g, \"time_s\": %.9g, "
+                "\"images_per_s\": %.9g, \"eval_time_s\": %.9g",
+                i ? "," : "", e->epoch, e->train_loss, e->train_accuracy, e->test_loss,
+                e->test_accuracy, e->time_s, e->images_per_s, e->eval_time_s);
+        if (info->options->profile) {
+            fprintf(out, ", \"phases\": ");
+            json_phases(out, &e->phases);
+        }
+        fprintf(out, "}");
+        run = phases_add(run, &e->phases);
+        train_time += e->time_s;
+    }
+    fprintf(out, "\n], \"test_accuracy\": %.9g, \"train_time_s\": %.9g",
+            count ? epochs[count - 1].test_accuracy : 0.0, train_time);
+    if (info->options->profile) {
+        fprintf(out, ", \"phases\": ");
+        json_phases(out, &run);
+    }
+    fprintf(out, "}\n");
+}
+
+/* ---- CSV ---- */
+
+bool report_csv(const char *path, const epoch_result *epochs, int count, char *err,
+                size_t err_size) {
+    size_t temp_size = strlen(path) + 32;
+    char *temp = malloc(temp_size);
+    if (!temp) {
+        snprintf(err, err_size, "%s: out of memory", path);
+        return false;
+    }
+    snprintf(temp, temp_size, "%s.tmp.%ld", path, (long)getpid());
+    FILE *f = fopen(temp, "w");
+    if (!f) {
+        snprintf(err, err_size, "%s: cannot create: %s", temp, strerror(errno));
+        free(temp);
+        return false;
+    }
+    fprintf(f, "epoch,train_loss,train_accuracy,test_loss,test_accuracy,time_s,images_per_s\n");
+    for (int i = 0; i < count; i++) {
+        const epoch_result *e = &epochs[i];
+        fprintf(f, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", e->epoch, e->train_loss,
+                e->train_accuracy, e->test_loss, e->test_accuracy, e->time_s, e->images_per_s);
+    }
+    bool ok = !ferror(f);
+    ok = (fclose(f) == 0) && ok;
+    if (ok && rename(temp, path) != 0) ok = false;
+    if (!ok) {
+        snprintf(err, err_size, "%s: cannot write: %s", path, strerror(errno));
+        remove(temp);
+    }
+    free(temp);
+    return ok;
+}
+
+/* ---- --eval ---- */
+
+void report_evaluation(FILE *out, const run_info *info, double loss, double accuracy,
+                       long confusion[DATASET_CLASSES][DATASET_CLASSES], bool json) {
+    if (json) {
+        fprintf(out, "{\"version\": \"%s\", ", MLP_VERSION);
+        json_config(out, info);
+        fprintf(out, ", \"test_loss\": %.9g, \"test_accuracy\": %.9g, \"confusion\": [", loss,
+                accuracy);
+        for (int t = 0; t < DATASET_CLASSES; t++) {
+            fprintf(out, "%s[", t ? ", " : "");
+            for (int p = 0; p < DATASET_CLASSES; p++)
+                fprintf(out, "%s%ld", p ? ", " : "", confusion[t][p]);
+            fprintf(out, "]");
+        }
+        fprintf(out, "]}\n");
+        return;
+    }
+    char layers[256];
+    mlp_shape_format(info->shape, layers, sizeof layers);
+    fprintf(out, "evaluation of %s on %s test set (%d images): loss %.4f, accuracy %.2f%%\n",
+            layers, info->options->dataset, info->test_count, loss, 100 * accuracy);
+    fprintf(out, "confusion matrix (rows: true class, columns: predicted)\n      ");
+    for (int p = 0; p < DATASET_CLASSES; p++) fprintf(out, "%6d", p);
+    fprintf(out, "\n");
+    for (int t = 0; t < DATASET_CLASSES; t++) {
+        fprintf(out, "%6d", t);
+        for (int p = 0; p < DATASET_CLASSES; p++) fprintf(out, "%6ld", confusion[t][p]);
+        fprintf(out, "\n");
+    }
+}

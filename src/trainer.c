@@ -1,0 +1,251 @@
+/* The training loop. Nothing here knows which device or implementation runs the operations. */
+#include "trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../profiling/nvtx_ranges.h"
+#include "../profiling/wall_clock.h"
+#include "progress.h"
+#include "rng.h"
+
+/* Per-sample loss and correctness of one pass, kept on the device and reduced once per pass:
+ * no host synchronization inside a step, and a deterministic sum. */
+typedef struct {
+    float *row_loss;
+    float *row_correct;
+    float *sums; /* two floats: total loss, total correct */
+} pass_metrics;
+
+struct trainer {
+    backend *be;
+    train_config config;
+    const dataset *train, *test;
+    mlp_model *model;
+    optimizer *opt;
+    batch_feed *train_feed, *test_feed;
+    pass_metrics train_metrics, test_metrics;
+    int32_t *test_order; /* 0..test->count-1: the test pass reads in file order */
+    int epochs_done;
+    phase_profile *profile;
+    progress progress;
+};
+
+static pass_metrics metrics_create(backend *be, int count) {
+    return (pass_metrics){
+        be->alloc(be, (size_t)count * sizeof(float)),
+        be->alloc(be, (size_t)count * sizeof(float)),
+        be->alloc(be, 2 * sizeof(float)),
+    };
+}
+
+static void metrics_destroy(backend *be, pass_metrics *m) {
+    be->release(be, m->row_loss);
+    be->release(be, m->row_correct);
+    be->release(be, m->sums);
+}
+
+/* Reduces a pass's metrics on the device and reads the two sums back. */
+static void metrics_read(backend *be, const pass_metrics *m, int count, double *mean_loss,
+                         double *accuracy) {
+    float sums[2];
+    be->sum(be, m->row_loss, (size_t)count, &m->sums[0]);
+    be->sum(be, m->row_correct, (size_t)count, &m->sums[1]);
+    be->download(be, sums, m->sums, sizeof sums);
+    *mean_loss = sums[0] / count;
+    *accuracy = sums[1] / count;
+}
+
+trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *train,
+                        const dataset *test, const train_config *config,
+                        const float *initial_params, const float *optimizer_state,
+                        int optimizer_step, int epochs_done) {
+    trainer *t = calloc(1, sizeof *t);
+    if (!t) {
+        fprintf(stderr, "mlp_train: out of host memory for the trainer\n");
+        exit(1);
+    }
+    t->be = be;
+    t->config = *config;
+    t->train = train;
+    t->test = test;
+    t->epochs_done = epochs_done;
+    int max_rows = config->batch > EVAL_ROWS ? config->batch : EVAL_ROWS;
+    t->model = mlp_model_create(be, shape, max_rows);
+    be->upload(be, t->model->params, initial_params, shape->param_count * sizeof(float));
+    t->opt = optimizer_create(be, config->optimizer, shape->param_count);
+    if (optimizer_state) {
+        for (int i = 0; i < t->opt->state_arrays; i++)
+            be->upload(be, t->opt->state[i], optimizer_state + (size_t)i * shape->param_count,
+                       shape->param_count * sizeof(float));
+        t->opt->step = optimizer_step;
+    }
+    if (train) {
+        t->train_feed = be->feed_create(be, train, config->batch, config->feed);
+        t->train_metrics = metrics_create(be, train->count);
+    }
+    t->test_feed = be->feed_create(be, test, max_rows, config->feed);
+    t->test_metrics = metrics_create(be, test->count);
+    t->test_order = malloc((size_t)test->count * sizeof(int32_t));
+    if (!t->test_order) {
+        fprintf(stderr, "mlp_train: out of host memory for the test order\n");
+        exit(1);
+    }
+    for (int i = 0; i < test->count; i++) t->test_order[i] = i;
+    t->profile = phase_profile_create(be, config->profile);
+    progress_init(&t->progress, config->progress);
+    return t;
+}
+
+void trainer_destroy(trainer *t) {
+    if (!t) return;
+    backend *be = t->be;
+    phase_profile_destroy(t->profile);
+    if (t->train_feed) {
+        be->feed_destroy(t->train_feed);
+        metrics_destroy(be, &t->train_metrics);
+    }
+    be->feed_destroy(t->test_feed);
+    metrics_destroy(be, &t->test_metrics);
+    optimizer_destroy(t->opt);
+    mlp_model_destroy(t->model);
+    free(t->test_order);
+    free(t);
+}
+
+static void train_step(trainer *t, int rows, int offset) {
+    backend *be = t->be;
+    nvtx_range_push("step");
+    phase_begin(t->profile, PHASE_H2D);
+    batch_view batch = be->feed_next(t->train_feed, rows);
+    phase_end(t->profile, PHASE_H2D);
+
+    phase_begin(t->profile, PHASE_FORWARD);
+    mlp_forward(t->model, batch.x, rows);
+    mlp_loss(t->model, batch.y, rows, true, t->train_metrics.row_loss + offset,
+             t->train_metrics.row_correct + offset, NULL);
+    phase_end(t->profile, PHASE_FORWARD);
+
+    phase_begin(t->profile, PHASE_BACKWARD);
+    mlp_backward(t->model, batch.x, rows);
+    phase_end(t->profile, PHASE_BACKWARD);
+
+    phase_begin(t->profile, PHASE_UPDATE);
+    optimizer_step(t->opt, t->model->params, t->model->grads, t->config.optimizer.lr);
+    phase_end(t->profile, PHASE_UPDATE);
+    nvtx_range_pop();
+}
+
+/* The test set in file order, batch by batch; per-row metrics (and predictions) on the device. */
+static void test_pass(trainer *t, int32_t *predictions) {
+    backend *be = t->be;
+    int count = t->test->count;
+    be->feed_start_pass(t->test_feed, t->test_order);
+    for (int offset = 0; offset < count; offset += t->model->max_rows) {
+        int rows = count - offset < t->model->max_rows ? count - offset : t->model->max_rows;
+        batch_view batch = be->feed_next(t->test_feed, rows);
+        mlp_forward(t->model, batch.x, rows);
+        mlp_loss(t->model, batch.y, rows, false, t->test_metrics.row_loss + offset,
+                 t->test_metrics.row_correct + offset, predictions ? predictions + offset : NULL);
+    }
+}
+
+bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char *err,
+                       size_t err_size) {
+    backend *be = t->be;
+    const dataset *train = t->train;
+    int epoch = t->epochs_done + 1;
+    long steps = (train->count + t->config.batch - 1) / t->config.batch;
+    memset(result, 0, sizeof *result);
+    result->epoch = epoch;
+
+    nvtx_range_push("epoch");
+    /* Each epoch's order depends only on (seed, epoch), so a resumed run sees the same batches. */
+    int32_t *order = malloc((size_t)train->count * sizeof(int32_t));
+    if (!order) {
+        fprintf(stderr, "mlp_train: out of host memory for the epoch's order\n");
+        exit(1);
+    }
+    rng shuffle = rng_create(t->config.seed, 1000u + (uint64_t)epoch);
+    rng_permutation(&shuffle, order, train->count);
+    be->feed_start_pass(t->train_feed, order);
+    free(order);
+
+    progress_epoch_start(&t->progress, epoch, t->epochs_done + epochs_in_run, steps);
+    double started = wall_seconds();
+    for (long step = 0; step < steps; step++) {
+        int offset = (int)(step * t->config.batch);
+        int rows = train->count - offset < t->config.batch ? train->count - offset
+                                                            : t->config.batch;
+        train_step(t, rows, offset);
+        progress_step(&t->progress, step + 1);
+    }
+    phase_begin(t->profile, PHASE_D2H);
+    metrics_read(be, &t->train_metrics, train->count, &result->train_loss,
+                 &result->train_accuracy);
+    phase_end(t->profile, PHASE_D2H);
+    result->time_s = wall_seconds() - started;
+    result->images_per_s = train->count / result->time_s;
+    progress_epoch_end(&t->progress);
+
+    double eval_started = wall_seconds();
+    phase_begin(t->profile, PHASE_EVAL);
+    test_pass(t, NULL);
+    metrics_read(be, &t->test_metrics, t->test->count, &result->test_loss,
+                 &result->test_accuracy);
+    phase_end(t->profile, PHASE_EVAL);
+    result->eval_time_s = wall_seconds() - eval_started;
+    result->phases = phase_profile_collect(t->profile);
+    nvtx_range_pop();
+
+    t->epochs_done = epoch;
+    if (!isfinite(result->train_loss) || !isfinite(result->test_loss)) {
+        snprintf(err, err_size,
+                 "training diverged in epoch %d: the loss is %g (train) and %g (test); "
+                 "try a smaller --lr (it was %g)",
+                 epoch, result->train_loss, result->test_loss, t->config.optimizer.lr);
+        return false;
+    }
+    return true;
+}
+
+void trainer_evaluate(trainer *t, double *loss, double *accuracy,
+                      long confusion[DATASET_CLASSES][DATASET_CLASSES]) {
+    backend *be = t->be;
+    int count = t->test->count;
+    int32_t *predictions_device = be->alloc(be, (size_t)count * sizeof(int32_t));
+    int32_t *predictions = malloc((size_t)count * sizeof(int32_t));
+    if (!predictions) {
+        fprintf(stderr, "mlp_train: out of host memory for the predictions\n");
+        exit(1);
+    }
+    nvtx_range_push("eval");
+    test_pass(t, predictions_device);
+    metrics_read(be, &t->test_metrics, count, loss, accuracy);
+    be->download(be, predictions, predictions_device, (size_t)count * sizeof(int32_t));
+    nvtx_range_pop();
+    memset(confusion, 0, sizeof(long) * DATASET_CLASSES * DATASET_CLASSES);
+    for (int i = 0; i < count; i++) confusion[t->test->labels[i]][predictions[i]]++;
+    free(predictions);
+    be->release(be, predictions_device);
+}
+
+void trainer_export(trainer *t, float **params, float **state, int *state_arrays,
+                    int *optimizer_step, int *epochs_done) {
+    backend *be = t->be;
+    size_t n = t->model->shape.param_count;
+    *params = malloc(n * sizeof(float));
+    *state = malloc(n * t->opt->state_arrays * sizeof(float));
+    if (!*params || !*state) {
+        fprintf(stderr, "mlp_train: out of host memory for the checkpoint\n");
+        exit(1);
+    }
+    be->download(be, *params, t->model->params, n * sizeof(float));
+    for (int i = 0; i < t->opt->state_arrays; i++)
+        be->download(be, *state + (size_t)i * n, t->opt->state[i], n * sizeof(float));
+    *state_arrays = t->opt->state_arrays;
+    *optimizer_step = t->opt->step;
+    *epochs_done = t->epochs_done;
+}

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The command line as users meet it: --help, usage errors (exit 2), runtime errors (exit 1) with
+# messages that name the problem, save → load → eval, a corrupt checkpoint, divergence, --log.
+# Usage: cli_test.sh MLP_TRAIN DATA_DIR   (DATA_DIR holds the real MNIST files)
+set -u
+mlp_train=$1
+data=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+checks=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+# expect STATUS PATTERN -- COMMAND...: the command exits with STATUS and its stdout+stderr
+# match the extended regular expression PATTERN.
+expect() {
+    local status=$1 pattern=$2
+    shift 3
+    checks=$((checks + 1))
+    "$@" >"$work/out" 2>&1
+    local got=$?
+    if [ "$got" -ne "$status" ]; then
+        fail "exit $got (wanted $status): $*"; sed 's/^/    /' "$work/out" | tail -5 >&2
+    elif ! grep -Eq -- "$pattern" "$work/out"; then
+        fail "output lacks /$pattern/: $*"; sed 's/^/    /' "$work/out" | tail -5 >&2
+    fi
+}
+
+json_accuracy() { grep -o '"test_accuracy": [0-9.e+-]*' "$1" | tail -n 1 | cut -d' ' -f2; }
+
+quick=(--device cpu --impl blas --data "$data" --epochs 1 --batch 512 --quiet)
+
+# --help, --version
+expect 0 'Usage: mlp_train' -- "$mlp_train" --help
+expect 0 '^mlp_train [0-9]+\.[0-9]+\.[0-9]+' -- "$mlp_train" --version
+
+# usage errors: exit 2 and a message naming the option
+expect 2 '--batch wants an integer' -- "$mlp_train" --batch 0
+expect 2 '--batch wants an integer' -- "$mlp_train" --batch 12x
+expect 2 "--impl: unknown value 'fast'" -- "$mlp_train" --impl fast
+expect 2 "--device: unknown value 'tpu'" -- "$mlp_train" --device tpu
+expect 2 "unknown option '--bogus'" -- "$mlp_train" --bogus
+expect 2 "needs a value" -- "$mlp_train" --epochs
+expect 2 "unexpected argument 'extra'" -- "$mlp_train" extra
+expect 2 '--hidden wants widths' -- "$mlp_train" --hidden 256,,10
+expect 2 '--lr wants a number' -- "$mlp_train" --lr -1
+expect 2 '--overlap only applies with --data host' -- "$mlp_train" --overlap
+expect 2 '--eval needs --load' -- "$mlp_train" --eval
+expect 2 'the CPU always reads host memory' -- "$mlp_train" --device cpu --data host
+
+# no GPU: a clear runtime error (exit 1); where a GPU is present the run simply works
+checks=$((checks + 1))
+"$mlp_train" --device gpu --impl naive --data "$data" --epochs 1 --batch 2048 --quiet >"$work/gpu" 2>&1
+status=$?
+if [ $status -eq 1 ]; then
+    grep -q -- '--device gpu: no usable GPU' "$work/gpu" || fail "no-GPU message unclear: $(cat "$work/gpu")"
+elif [ $status -ne 0 ]; then
+    fail "--device gpu exited $status: $(tail -3 "$work/gpu")"
+fi
+
+# bad data: missing directory, a truncated file, a label out of range
+expect 1 "$work/nowhere: .*(No such file|neither)" -- "$mlp_train" --data "$work/nowhere" --device cpu
+mkdir -p "$work/cut" "$work/badlabel"
+cp "$data"/* "$work/cut/" && cp "$data"/* "$work/badlabel/"
+gzip -dc "$data/train-labels-idx1-ubyte.gz" | head -c 30000 | gzip >"$work/cut/train-labels-idx1-ubyte.gz"
+expect 1 "train-labels-idx1-ubyte.gz: .*truncated" -- "$mlp_train" "${quick[@]}" --data "$work/cut"
+gzip -dc "$data/t10k-labels-idx1-ubyte.gz" >"$work/labels"
+printf '\x0a' | dd of="$work/labels" bs=1 seek=100 conv=notrunc status=none
+gzip <"$work/labels" >"$work/badlabel/t10k-labels-idx1-ubyte.gz"
+expect 1 "t10k-labels-idx1-ubyte.gz: .*label 10" -- "$mlp_train" "${quick[@]}" --data "$work/badlabel"
+
+# train, save, load, evaluate: the same accuracy; --log and --json written
+# (stdout alone: with --json it holds the JSON object and nothing else)
+checks=$((checks + 1))
+"$mlp_train" "${quick[@]}" --json --save "$work/model.ckpt" --log "$work/log.csv" >"$work/train.json" 2>"$work/train.err" ||
+    fail "training with --json --save --log: $(tail -3 "$work/train.err")"
+trained=$(json_accuracy "$work/train.json")
+checks=$((checks + 1))
+"$mlp_train" --device cpu --impl blas --data "$data" --load "$work/model.ckpt" --eval --json >"$work/eval.json" 2>"$work/eval.err" ||
+    fail "--load --eval --json: $(tail -3 "$work/eval.err")"
+grep -q '"confusion": \[\[' "$work/eval.json" || fail "--eval --json has no confusion matrix"
+evaluated=$(json_accuracy "$work/eval.json")
+checks=$((checks + 1))
+[ -n "$trained" ] && [ "$trained" = "$evaluated" ] || fail "accuracy after training $trained, after loading $evaluated"
+checks=$((checks + 1))
+[ "$(head -n 1 "$work/log.csv")" = "epoch,train_loss,train_accuracy,test_loss,test_accuracy,time_s,images_per_s" ] &&
+    [ "$(wc -l <"$work/log.csv")" -eq 2 ] || fail "log.csv: $(cat "$work/log.csv")"
+checks=$((checks + 1))
+ls "$work" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$work")"
+if command -v python3 >/dev/null; then
+    checks=$((checks + 1))
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["epochs"][0]["epoch"] == 1 and 0 < d["test_accuracy"] <= 1' \
+        "$work/train.json" || fail "--json output is not the documented JSON"
+    checks=$((checks + 1))
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["confusion"]) == 10' \
+        "$work/eval.json" || fail "--eval --json output is not JSON with a confusion matrix"
+fi
+expect 0 'confusion matrix' -- "$mlp_train" --device cpu --data "$data" --load "$work/model.ckpt" --eval
+
+# resume: the epochs continue from the checkpoint's count
+expect 0 '^ +2 ' -- "$mlp_train" "${quick[@]}" --load "$work/model.ckpt"
+
+# a checkpoint refused: a flipped byte, a shape mismatch, the wrong optimizer
+cp "$work/model.ckpt" "$work/flipped.ckpt"
+printf '\x55' | dd of="$work/flipped.ckpt" bs=1 seek=5000 conv=notrunc status=none
+expect 1 'checksum mismatch' -- "$mlp_train" --device cpu --data "$data" --load "$work/flipped.ckpt" --eval
+expect 1 "model is 784-256-10, not 784-128-10" -- "$mlp_train" "${quick[@]}" --load "$work/model.ckpt" --hidden 128
+expect 1 'trained with sgd; resume it with --optimizer sgd' -- "$mlp_train" "${quick[@]}" --load "$work/model.ckpt" --optimizer adam
+
+# divergence is reported, not printed as garbage, and nothing is saved
+expect 1 'training diverged in epoch 1' -- "$mlp_train" "${quick[@]}" --lr 100000 --save "$work/nan.ckpt"
+checks=$((checks + 1))
+[ ! -e "$work/nan.ckpt" ] || fail "a diverged run saved a checkpoint"
+
+if [ $failures -ne 0 ]; then
+    echo "cli_test: $failures of $checks checks failed" >&2
+    exit 1
+fi
+echo "cli_test: all $checks checks passed"

@@ -1,0 +1,201 @@
+/* Whole-model checks; see model_checks.h. */
+#include "model_checks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "model.h"
+#include "rng.h"
+#include "trainer.h"
+
+double relative_difference(const float *a, const float *b, size_t n) {
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        diff += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        norm += (double)b[i] * b[i];
+    }
+    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+/* ---- gradient check ---- */
+
+enum { CHECK_ROWS = 6, CHECK_INPUTS = 13, CHECK_CLASSES = 5 };
+
+typedef struct {
+    backend *be;
+    mlp_model *model;
+    float *x;              /* CHECK_ROWS × CHECK_INPUTS on the backend */
+    uint8_t *labels;       /* on the backend */
+    float *row_loss, *row_correct;
+} check_setup;
+
+/* Mean loss of the model with parameters `params` (host), computed on the backend. */
+static double mean_loss(check_setup *s, const float *params) {
+    backend *be = s->be;
+    float losses[CHECK_ROWS];
+    be->upload(be, s->model->params, params, s->model->shape.param_count * sizeof(float));
+    mlp_forward(s->model, s->x, CHECK_ROWS);
+    mlp_loss(s->model, s->labels, CHECK_ROWS, false, s->row_loss, s->row_correct, NULL);
+    be->download(be, losses, s->row_loss, sizeof losses);
+    double total = 0.0;
+    for (int r = 0; r < CHECK_ROWS; r++) total += losses[r];
+    return total / CHECK_ROWS;
+}
+
+static void analytic_gradient(check_setup *s, const float *params, float *grads) {
+    backend *be = s->be;
+    size_t n = s->model->shape.param_count;
+    be->upload(be, s->model->params, params, n * sizeof(float));
+    mlp_forward(s->model, s->x, CHECK_ROWS);
+    mlp_loss(s->model, s->labels, CHECK_ROWS, true, s->row_loss, s->row_correct, NULL);
+    mlp_backward(s->model, s->x, CHECK_ROWS);
+    be->download(be, grads, s->model->grads, n * sizeof(float));
+}
+
+/* The smallest |pre-activation| of any hidden unit on any row, computed on the host in double.
+ * Central differences are only valid away from ReLU's kink at 0. */
+static double closest_to_kink(const mlp_shape *shape, const float *params, const float *x) {
+    double closest = INFINITY;
+    double input[64], output[64];
+    for (int r = 0; r < CHECK_ROWS; r++) {
+        for (int i = 0; i < shape->width[0]; i++) input[i] = x[r * shape->width[0] + i];
+        for (int l = 0; l < shape->layers - 1; l++) {
+            int in = shape->width[l], out = shape->width[l + 1];
+            for (int j = 0; j < out; j++) {
+                double z = params[shape->bias_offset[l] + j];
+                for (int i = 0; i < in; i++) z += input[i] * params[shape->weight_offset[l] + i * out + j];
+                closest = fmin(closest, fabs(z));
+                output[j] = z > 0 ? z : 0;
+            }
+            memcpy(input, output, sizeof output);
+        }
+    }
+    return closest;
+}
+
+/* Random parameters (with non-zero biases, so they matter), inputs and labels, drawn again
+ * until no hidden pre-activation is within KINK_MARGIN of zero: a step of 1e-3 in one parameter
+ * moves a pre-activation by far less than that, so no difference straddles the kink. */
+#define KINK_MARGIN 0.02
+static void draw_check_problem(const mlp_shape *shape, uint64_t seed, float *params, float *x,
+                               uint8_t *labels) {
+    rng r = rng_create(seed, 7);
+    do {
+        mlp_init_parameters(shape, rng_next_u32(&r), params);
+        for (int l = 0; l < shape->layers; l++)
+            for (int i = 0; i < shape->width[l + 1]; i++)
+                params[shape->bias_offset[l] + i] = rng_uniform_range(&r, -0.2f, 0.2f);
+        for (int i = 0; i < CHECK_ROWS * CHECK_INPUTS; i++) x[i] = rng_uniform_range(&r, -1.0f, 1.0f);
+        for (int i = 0; i < CHECK_ROWS; i++) labels[i] = (uint8_t)rng_below(&r, CHECK_CLASSES);
+    } while (closest_to_kink(shape, params, x) < KINK_MARGIN);
+}
+
+double gradient_check_error(backend *be, uint64_t seed, float scale_analytic) {
+    mlp_shape shape;
+    char err[128];
+    if (!mlp_shape_make(&shape, CHECK_INPUTS, (const int[]){9, 7}, 2, CHECK_CLASSES, err, sizeof err)) {
+        fprintf(stderr, "gradient check: %s\n", err);
+        return INFINITY;
+    }
+    size_t n = shape.param_count;
+    float *params = malloc(n * sizeof(float)), *analytic = malloc(n * sizeof(float));
+    float x[CHECK_ROWS * CHECK_INPUTS];
+    uint8_t labels[CHECK_ROWS];
+    draw_check_problem(&shape, seed, params, x, labels);
+
+    check_setup s = {be, mlp_model_create(be, &shape, CHECK_ROWS), be->alloc(be, sizeof x),
+                     be->alloc(be, sizeof labels), be->alloc(be, CHECK_ROWS * sizeof(float)),
+                     be->alloc(be, CHECK_ROWS * sizeof(float))};
+    be->upload(be, s.x, x, sizeof x);
+    be->upload(be, s.labels, labels, sizeof labels);
+    analytic_gradient(&s, params, analytic);
+
+    const float step = 1e-3f;
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float saved = params[i];
+        params[i] = saved + step;
+        double up = mean_loss(&s, params);
+        params[i] = saved - step;
+        double down = mean_loss(&s, params);
+        params[i] = saved;
+        double numeric = (up - down) / (2.0 * step);
+        double a = (double)analytic[i] * scale_analytic;
+        diff += (a - numeric) * (a - numeric);
+        norm += numeric * numeric;
+    }
+    mlp_model_destroy(s.model);
+    be->release(be, s.x);
+    be->release(be, s.labels);
+    be->release(be, s.row_loss);
+    be->release(be, s.row_correct);
+    free(params);
+    free(analytic);
+    return sqrt(diff / norm);
+}
+
+/* ---- short training runs on synthetic data ---- */
+
+enum { SYNTHETIC_SIDE = 8, SYNTHETIC_TEST = 300 };
+
+void synthetic_dataset(dataset *d, int count, uint64_t seed) {
+    rng r = rng_create(seed, 11);
+    memset(d, 0, sizeof *d);
+    d->count = count;
+    d->image_rows = d->image_cols = SYNTHETIC_SIDE;
+    d->features = SYNTHETIC_SIDE * SYNTHETIC_SIDE;
+    d->pixels = malloc((size_t)count * d->features);
+    d->labels = malloc((size_t)count);
+    for (int i = 0; i < count; i++) {
+        uint8_t *image = d->pixels + (size_t)i * d->features;
+        int best_row = 0, best_sum = -1;
+        for (int row = 0; row < SYNTHETIC_SIDE; row++) {
+            int sum = 0;
+            for (int col = 0; col < SYNTHETIC_SIDE; col++) {
+                image[row * SYNTHETIC_SIDE + col] = (uint8_t)rng_below(&r, 256);
+                sum += image[row * SYNTHETIC_SIDE + col];
+            }
+            if (sum > best_sum) best_sum = sum, best_row = row;
+        }
+        d->labels[i] = (uint8_t)((best_row + (image[0] > 127 ? SYNTHETIC_SIDE : 0)) % DATASET_CLASSES);
+    }
+    d->scale = 1.0f / 255.0f;
+    d->shift = -0.5f;
+}
+
+float *train_synthetic(backend *be, const synthetic_run *run, size_t *count, double *train_loss,
+                       double *test_accuracy) {
+    dataset train, test;
+    synthetic_dataset(&train, run->steps * run->batch - run->batch / 3, run->seed);
+    synthetic_dataset(&test, SYNTHETIC_TEST, run->seed + 1);
+    mlp_shape shape;
+    char err[128];
+    mlp_shape_make(&shape, train.features, (const int[]){32, 16}, 2, DATASET_CLASSES, err, sizeof err);
+    float *initial = malloc(shape.param_count * sizeof(float));
+    mlp_init_parameters(&shape, run->seed, initial);
+    train_config config = {
+        .batch = run->batch,
+        .seed = run->seed,
+        .optimizer = {run->optimizer, run->optimizer == OPTIMIZER_ADAM ? 0.003f : 0.05f, 0.9f, 0.9f,
+                      0.999f, 1e-8f},
+        .feed = run->feed,
+    };
+    trainer *t = trainer_create(be, &shape, &train, &test, &config, initial, NULL, 0, 0);
+    epoch_result result;
+    if (!trainer_run_epoch(t, 1, &result, err, sizeof err)) fprintf(stderr, "%s\n", err);
+    *train_loss = result.train_loss;
+    *test_accuracy = result.test_accuracy;
+    float *params, *state;
+    int arrays, step, epochs;
+    trainer_export(t, &params, &state, &arrays, &step, &epochs);
+    *count = shape.param_count;
+    trainer_destroy(t);
+    free(state);
+    free(initial);
+    dataset_free(&train);
+    dataset_free(&test);
+    return params;
+}

@@ -1,0 +1,47 @@
+/* Whole-model checks shared by the CPU and GPU test programs: a finite-difference gradient
+ * check, and short training runs on synthetic data whose parameters implementations compare. */
+#ifndef MLP_MODEL_CHECKS_H
+#define MLP_MODEL_CHECKS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "dataset.h"
+#include "optimizer.h"
+
+/* Gradient check of a small MLP (13-9-7-5, 6 samples, random weights and biases, drawn so that
+ * no ReLU input sits near its kink) on `be`:
+ * returns ‖analytic − central difference‖ / ‖central difference‖ over all parameters.
+ * With scale_analytic != 1 the analytic gradient is scaled before comparing, to prove the check
+ * notices a wrong gradient. */
+double gradient_check_error(backend *be, uint64_t seed, float scale_analytic);
+
+/* The bound for gradient_check_error: central differences of a float loss (~1.6, rounding
+ * ~1e-7) with step 1e-3 carry ~1e-4 absolute noise per derivative; over the whole vector that
+ * measured 1e-4 to 2.5e-4 relative (20 seeds, CPU). A gradient 10% off scores 0.1. */
+#define GRADIENT_CHECK_BOUND 2e-3
+
+typedef struct {
+    optimizer_kind optimizer;
+    int batch;
+    int steps;             /* steps of one epoch; the last batch is partial */
+    uint64_t seed;
+    feed_options feed;     /* where batches come from; {DATA_RESIDENT, false} for the usual */
+} synthetic_run;
+
+/* Trains a 64-32-16-10 MLP for one epoch on synthetic data (random 8×8 images whose label
+ * depends on the pixels) and returns its parameters (malloc'd, *count floats) and the epoch's
+ * results. */
+float *train_synthetic(backend *be, const synthetic_run *run, size_t *count, double *train_loss,
+                       double *test_accuracy);
+
+/* count random 8×8 images; the label is the index of the brightest row, plus 8 when the first
+ * pixel is bright, mod 10: learnable, and the same on every machine for a given seed. */
+void synthetic_dataset(dataset *d, int count, uint64_t seed);
+
+/* ‖a − b‖ / ‖b‖ in double. */
+double relative_difference(const float *a, const float *b, size_t n);
+
+#endif

@@ -1,0 +1,414 @@
+/* Every GPU operation against its CPU reference (cpu_ops.c, reference_gemm.c): fresh random
+ * inputs, odd shapes (1, 17, 1000, not only multiples of a tile), device outputs poisoned with
+ * NaN before each launch so an element a kernel forgets to write fails the comparison.
+ * Exits 77 (skipped) where there is no GPU. */
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "../blas/cublas_gemm.h"
+#include "../cuda/cuda_check.h"
+#include "../cuda/gpu_backend.h"
+#include "check.h"
+#include "cpu_gemm.h"
+#include "cpu_ops.h"
+#include "gpu_kernels.h"
+#include "rng.h"
+
+namespace {
+
+rng random_source;
+cudaStream_t stream;
+cublasHandle_t cublas;
+
+/* ---- device buffers ---- */
+
+template <typename T> struct device_buffer {
+    T *ptr = nullptr;
+    size_t count = 0;
+    explicit device_buffer(size_t n) : count(n) { CUDA_CHECK(cudaMalloc(&ptr, (n ? n : 1) * sizeof(T))); }
+    device_buffer(const std::vector<T> &host) : device_buffer(host.size()) { upload(host); }
+    ~device_buffer() { cudaFree(ptr); }
+    device_buffer(const device_buffer &) = delete;
+    void upload(const std::vector<T> &host) {
+        CUDA_CHECK(cudaMemcpy(ptr, host.data(), count * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    void poison() { CUDA_CHECK(cudaMemset(ptr, 0xFF, count * sizeof(T))); } /* NaN as float, -1 as int */
+    std::vector<T> download() const {
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        std::vector<T> host(count);
+        CUDA_CHECK(cudaMemcpy(host.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost));
+        return host;
+    }
+};
+
+std::vector<float> random_floats(size_t n, float lo, float hi) {
+    std::vector<float> v(n);
+    for (float &x : v) x = rng_uniform_range(&random_source, lo, hi);
+    return v;
+}
+
+/* ‖got − want‖ / ‖scale‖, where scale[i] is the size of the terms that make want[i] (for a sum,
+ * the sum of their absolute values), so that cancellation cannot make a correct result look
+ * wrong; infinite if anything is NaN (an unwritten element). */
+double scaled_error(const std::vector<float> &got, const std::vector<double> &want,
+                    const std::vector<double> &scale) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        if (std::isnan(got[i])) return INFINITY;
+        diff += (got[i] - want[i]) * (got[i] - want[i]);
+        norm += scale[i] * scale[i];
+    }
+    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+/* Largest |got − want| / (absolute + relative·|want|): at most 1 means within tolerance. */
+double worst_deviation(const std::vector<float> &got, const std::vector<float> &want,
+                       double absolute, double relative) {
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); i++) {
+        if (std::isnan(got[i])) return INFINITY;
+        worst = std::fmax(worst, std::fabs((double)got[i] - want[i]) / (absolute + relative * std::fabs(want[i])));
+    }
+    return worst;
+}
+
+/* ---- GEMM ---- */
+
+typedef void gemm_launcher(GPU_GEMM_ARGS);
+
+void cublas_launcher(GPU_GEMM_ARGS) {
+    (void)stream;
+    cublas_gemm(cublas, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+struct gemm_impl {
+    const char *name;
+    gemm_launcher *launch;
+};
+
+template <int TILE> void tiled_launcher(GPU_GEMM_ARGS) {
+    gpu_gemm_tiled_with_tile(TILE, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* gemm_tiled picks its tile by size; each of its three tiles is tested on every shape here. */
+const gemm_impl GEMMS[] = {{"naive", gpu_gemm_naive},
+                           {"tiled_shared", gpu_gemm_tiled_shared},
+                           {"tiled(32)", tiled_launcher<32>},
+                           {"tiled(64)", tiled_launcher<64>},
+                           {"tiled(128)", tiled_launcher<128>},
+                           {"tiled(auto)", gpu_gemm_tiled},
+                           {"cublas", cublas_launcher}};
+
+/* FP32 dot products of K ≤ 2048 terms: rounding error grows like sqrt(K)·6e-8 ≈ 3e-6, measured
+ * against the size of the terms (|A|·|B| + |beta|·|C|). */
+constexpr double GEMM_BOUND = 1e-5;
+constexpr float C_PADDING = 12345.0f; /* in C's padding columns and guard: must survive */
+constexpr int GUARD = 64;             /* floats after each matrix, poisoned */
+
+struct gemm_case {
+    int m, n, k;
+    int pad;     /* extra columns in each row stride */
+    int offset;  /* floats to shift each matrix's start by: 1 breaks 16-byte alignment */
+};
+
+/* A stored matrix with `offset` floats before it and GUARD after, all set to `fill`, as are the
+ * padding columns; the matrix itself gets random values. */
+std::vector<float> padded_matrix(int rows, int cols, int ld, int offset, float fill) {
+    std::vector<float> v(offset + (size_t)rows * ld + GUARD, fill);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) v[offset + (size_t)r * ld + c] = rng_uniform_range(&random_source, -1, 1);
+    return v;
+}
+
+void check_gemm(const gemm_impl &impl, bool ta, bool tb, const gemm_case &g, bool accumulate) {
+    int a_rows = ta ? g.k : g.m, a_cols = ta ? g.m : g.k;
+    int b_rows = tb ? g.n : g.k, b_cols = tb ? g.k : g.n;
+    int lda = a_cols + g.pad, ldb = b_cols + g.pad, ldc = g.n + g.pad;
+    /* NaN around A and B: a read outside them reaches the result even when multiplied by 0 */
+    std::vector<float> a = padded_matrix(a_rows, a_cols, lda, g.offset, NAN);
+    std::vector<float> b = padded_matrix(b_rows, b_cols, ldb, g.offset, NAN);
+    std::vector<float> c = padded_matrix(g.m, g.n, ldc, g.offset, C_PADDING);
+    float alpha = accumulate ? 0.5f : 1.0f, beta = accumulate ? -1.5f : 0.0f;
+    std::vector<double> want((size_t)g.m * ldc), scale((size_t)g.m * ldc);
+    std::vector<float> abs_a = a, abs_b = b, abs_c = c;
+    for (float &x : abs_a) x = std::fabs(x);
+    for (float &x : abs_b) x = std::fabs(x);
+    for (float &x : abs_c) x = std::fabs(x);
+    reference_gemm(ta, tb, g.m, g.n, g.k, alpha, a.data() + g.offset, lda, b.data() + g.offset, ldb,
+                   beta, c.data() + g.offset, ldc, want.data());
+    reference_gemm(ta, tb, g.m, g.n, g.k, std::fabs(alpha), abs_a.data() + g.offset, lda,
+                   abs_b.data() + g.offset, ldb, std::fabs(beta), abs_c.data() + g.offset, ldc, scale.data());
+
+    device_buffer<float> da(a), db(b), dc(c);
+    if (!accumulate) { /* beta == 0: C is write-only, so poison it (but keep padding and guard) */
+        std::vector<float> poisoned = c;
+        for (int r = 0; r < g.m; r++)
+            for (int col = 0; col < g.n; col++) poisoned[g.offset + (size_t)r * ldc + col] = NAN;
+        dc.upload(poisoned);
+    }
+    impl.launch(stream, ta, tb, g.m, g.n, g.k, alpha, da.ptr + g.offset, lda, db.ptr + g.offset, ldb,
+                beta, dc.ptr + g.offset, ldc);
+    std::vector<float> got_full = dc.download();
+    std::vector<float> got;
+    std::vector<double> expected, sizes;
+    bool outside_intact = true;
+    for (size_t i = 0; i < got_full.size(); i++) {
+        long inside = (long)i - g.offset;
+        int r = (int)(inside / ldc), col = (int)(inside % ldc);
+        if (inside >= 0 && r < g.m && col < g.n) {
+            got.push_back(got_full[i]);
+            expected.push_back(want[(size_t)r * ldc + col]);
+            sizes.push_back(scale[(size_t)r * ldc + col]);
+        } else if (got_full[i] != C_PADDING) {
+            outside_intact = false;
+        }
+    }
+    double error = scaled_error(got, expected, sizes);
+    CHECK(error <= GEMM_BOUND && outside_intact,
+          "gemm %s %c%c %dx%dx%d pad %d offset %d %s: error %.3g%s", impl.name, ta ? 'T' : 'N',
+          tb ? 'T' : 'N', g.m, g.n, g.k, g.pad, g.offset, accumulate ? "beta=-1.5" : "beta=0",
+          error, outside_intact ? "" : ", wrote outside C");
+}
+
+void check_gemms() {
+    const gemm_case cases[] = {
+        {1, 1, 1, 0, 0},        {2, 3, 4, 0, 0},        {17, 33, 65, 0, 0},     {1000, 3, 7, 0, 0},
+        {7, 1000, 3, 0, 0},     {64, 784, 256, 0, 0},   {129, 257, 513, 0, 0},  {512, 256, 784, 0, 0},
+        {784, 256, 512, 0, 0},  {512, 10, 256, 0, 0},   {16, 256, 784, 0, 0},   {2048, 1152, 64, 0, 0},
+        {100, 200, 300, 1, 0},  {64, 64, 64, 3, 0},     {130, 66, 34, 0, 1},    {1000, 1000, 1000, 0, 0},
+        /* row strides that are multiples of 4 around widths that are not: partial float4 edges */
+        {17, 17, 17, 3, 0},     {18, 22, 26, 2, 0},     {150, 138, 142, 2, 0},  {1001, 999, 9, 0, 0},
+    };
+    /* MLP_TEST_SHAPES=small: skip the large shapes (for compute-sanitizer, which is slow) */
+    const char *shapes = std::getenv("MLP_TEST_SHAPES");
+    bool small_only = shapes && std::strcmp(shapes, "small") == 0;
+    for (const gemm_impl &impl : GEMMS)
+        for (int t = 0; t < 4; t++)
+            for (const gemm_case &g : cases) {
+                long volume = (long)g.m * g.n * g.k;
+                if (small_only && volume > 20000000L) continue;
+                if (impl.launch == gpu_gemm_naive && t != 0 && volume > 100000000L) continue; /* slow */
+                check_gemm(impl, t & 1, t & 2, g, false);
+                check_gemm(impl, t & 1, t & 2, g, true);
+            }
+}
+
+/* ---- the other operations ---- */
+
+const int ROWS[] = {1, 17, 1000};
+const int COLS[] = {1, 10, 33, 256};
+
+void check_bias_activation() {
+    for (int rows : ROWS)
+        for (int cols : COLS)
+            for (int relu = 0; relu < 2; relu++) {
+                std::vector<float> z = random_floats((size_t)rows * cols, -2, 2);
+                std::vector<float> bias = random_floats(cols, -1, 1);
+                device_buffer<float> dz(z), dbias(bias);
+                gpu_bias_activation(stream, dz.ptr, dbias.ptr, rows, cols, relu);
+                cpu_bias_activation(z.data(), bias.data(), rows, cols, relu);
+                CHECK(dz.download() == z, "bias_activation %dx%d relu=%d differs from the CPU", rows,
+                      cols, relu);
+            }
+}
+
+void check_relu_backward() {
+    for (int rows : ROWS)
+        for (int cols : COLS) {
+            size_t n = (size_t)rows * cols;
+            std::vector<float> grad = random_floats(n, -1, 1), act = random_floats(n, -1, 1);
+            for (size_t i = 0; i < n; i += 7) act[i] = 0.0f; /* the boundary: masked */
+            device_buffer<float> dgrad(grad), dact(act);
+            gpu_relu_backward(stream, dgrad.ptr, dact.ptr, n);
+            cpu_relu_backward(grad.data(), act.data(), n);
+            CHECK(dgrad.download() == grad, "relu_backward %zu differs from the CPU", n);
+        }
+}
+
+/* expf/logf differ by an ulp or two between CPU and GPU libraries, and the warp adds the
+ * exponentials in another order: relative 1e-5, plus 1e-6 absolute for values near zero. */
+constexpr double SOFTMAX_BOUND = 1e-5;
+
+void check_softmax(int rows, int classes, float spread) {
+    std::vector<float> logits = random_floats((size_t)rows * classes, -spread, spread);
+    std::vector<uint8_t> labels(rows);
+    for (uint8_t &l : labels) l = (uint8_t)rng_below(&random_source, classes);
+    float scale = 1.0f / rows;
+    std::vector<float> grad(logits.size()), loss(rows), correct(rows);
+    std::vector<int32_t> prediction(rows);
+    cpu_softmax_cross_entropy(logits.data(), labels.data(), rows, classes, scale, grad.data(),
+                              loss.data(), correct.data(), prediction.data());
+    device_buffer<float> dlogits(logits), dgrad(grad.size()), dloss(rows), dcorrect(rows);
+    device_buffer<uint8_t> dlabels(labels);
+    device_buffer<int32_t> dprediction(rows);
+    dgrad.poison(), dloss.poison(), dcorrect.poison(), dprediction.poison();
+    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, scale, dgrad.ptr,
+                              dloss.ptr, dcorrect.ptr, dprediction.ptr);
+    double grad_error = worst_deviation(dgrad.download(), grad, 1e-6 * scale, SOFTMAX_BOUND);
+    double loss_error = worst_deviation(dloss.download(), loss, 1e-6, SOFTMAX_BOUND);
+    CHECK(grad_error <= 1 && loss_error <= 1,
+          "softmax %dx%d spread %g: grad off by %.3g, loss by %.3g tolerances", rows, classes, spread,
+          grad_error, loss_error);
+    CHECK(dcorrect.download() == correct && dprediction.download() == prediction,
+          "softmax %dx%d: predictions differ from the CPU", rows, classes);
+}
+
+void check_softmax_without_outputs() {
+    int rows = 17, classes = 10;
+    std::vector<float> logits = random_floats((size_t)rows * classes, -3, 3);
+    std::vector<uint8_t> labels(rows, 3);
+    device_buffer<float> dlogits(logits), dloss(rows), dcorrect(rows);
+    device_buffer<uint8_t> dlabels(labels);
+    dloss.poison(), dcorrect.poison();
+    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, nullptr,
+                              dloss.ptr, dcorrect.ptr, nullptr);
+    std::vector<float> loss = dloss.download();
+    bool finite = true;
+    for (float l : loss) finite = finite && std::isfinite(l);
+    CHECK(finite, "softmax without gradient/prediction outputs left the loss unwritten");
+}
+
+void check_softmax_extremes() {
+    const float extremes[] = {1e4f, -1e4f, 0.0f, 1e4f, -1e4f, 5.0f, -5.0f, 0.0f, 1e4f, 1e4f};
+    int rows = 4, classes = 10;
+    std::vector<float> logits;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < classes; c++) logits.push_back(extremes[(r + c) % 10] * (r % 2 ? -1 : 1));
+    std::vector<uint8_t> labels = {0, 1, 2, 3};
+    device_buffer<float> dlogits(logits), dgrad(logits.size()), dloss(rows), dcorrect(rows);
+    device_buffer<uint8_t> dlabels(labels);
+    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, dgrad.ptr,
+                              dloss.ptr, dcorrect.ptr, nullptr);
+    bool finite = true;
+    for (float v : dgrad.download()) finite = finite && std::isfinite(v);
+    for (float v : dloss.download()) finite = finite && std::isfinite(v);
+    CHECK(finite, "softmax of logits ±1e4 is not finite");
+}
+
+void check_column_sums() {
+    for (int rows : {1, 17, 1000, 2048})
+        for (int cols : COLS) {
+            std::vector<float> m = random_floats((size_t)rows * cols, -1, 1);
+            std::vector<double> want(cols, 0.0), size(cols, 0.0);
+            for (int r = 0; r < rows; r++)
+                for (int c = 0; c < cols; c++) {
+                    want[c] += m[(size_t)r * cols + c];
+                    size[c] += std::fabs(m[(size_t)r * cols + c]);
+                }
+            device_buffer<float> dm(m), dsums(cols);
+            dsums.poison();
+            gpu_column_sums(stream, dm.ptr, rows, cols, dsums.ptr);
+            double error = scaled_error(dsums.download(), want, size);
+            CHECK(error <= 1e-6, "column_sums %dx%d: error %.3g", rows, cols, error);
+        }
+}
+
+void check_sum() {
+    for (size_t n : {(size_t)0, (size_t)1, (size_t)17, (size_t)1000, (size_t)60000, (size_t)1000003}) {
+        std::vector<float> x = random_floats(n, 0, 3);
+        double want = 0;
+        for (float v : x) want += v;
+        device_buffer<float> dx(x), dresult(1);
+        dresult.poison();
+        gpu_sum(stream, dx.ptr, n, dresult.ptr);
+        float got = dresult.download()[0];
+        CHECK(std::fabs(got - want) <= 1e-6 * std::fabs(want) + 1e-6, "sum of %zu: %.9g, want %.9g",
+              n, got, want);
+    }
+}
+
+/* One rounding per multiply-add either way, but the GPU fuses them (FMA) and the CPU does not:
+ * each value within 1e-6 relative, plus 1e-7 absolute for values near zero. */
+constexpr double UPDATE_RELATIVE = 1e-6, UPDATE_ABSOLUTE = 1e-7;
+
+void check_optimizers() {
+    for (size_t n : {(size_t)1, (size_t)1000, (size_t)203530}) {
+        std::vector<float> param = random_floats(n, -1, 1), velocity = random_floats(n, -1, 1);
+        std::vector<float> m = random_floats(n, -1, 1), v = random_floats(n, 0, 1);
+        std::vector<float> grad = random_floats(n, -1, 1);
+        device_buffer<float> dparam(param), dvelocity(velocity), dgrad(grad);
+        gpu_sgd_momentum_step(stream, dparam.ptr, dvelocity.ptr, dgrad.ptr, n, 0.1f, 0.9f);
+        std::vector<float> p_sgd = param, v_sgd = velocity;
+        cpu_sgd_momentum_step(p_sgd.data(), v_sgd.data(), grad.data(), n, 0.1f, 0.9f);
+        double error = std::fmax(worst_deviation(dparam.download(), p_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
+                                 worst_deviation(dvelocity.download(), v_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE));
+        CHECK(error <= 1, "sgd_momentum_step n=%zu: off by %.3g tolerances", n, error);
+
+        device_buffer<float> dparam2(param), dm(m), dv(v);
+        gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, 0.01f, 0.9f, 0.999f, 1e-8f, 3);
+        std::vector<float> p_adam = param, m_adam = m, v_adam = v;
+        cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, 0.01f, 0.9f,
+                      0.999f, 1e-8f, 3);
+        error = std::fmax(worst_deviation(dparam2.download(), p_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
+                          std::fmax(worst_deviation(dm.download(), m_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
+                                    worst_deviation(dv.download(), v_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE)));
+        CHECK(error <= 1, "adam_step n=%zu: off by %.3g tolerances", n, error);
+    }
+}
+
+std::vector<int32_t> identity_indices(int n) {
+    std::vector<int32_t> v(n);
+    for (int i = 0; i < n; i++) v[i] = i;
+    return v;
+}
+
+void check_gather() {
+    int count = 1003, features = 784, rows = 17;
+    std::vector<uint8_t> pixels((size_t)count * features), labels(count);
+    for (uint8_t &p : pixels) p = (uint8_t)rng_below(&random_source, 256);
+    for (uint8_t &l : labels) l = (uint8_t)rng_below(&random_source, 10);
+    std::vector<int32_t> indices(rows);
+    for (int32_t &i : indices) i = (int32_t)rng_below(&random_source, count);
+    float scale = 1.0f / (255 * 0.3081f), shift = -0.1307f / 0.3081f;
+    std::vector<float> x((size_t)rows * features);
+    std::vector<uint8_t> y(rows);
+    cpu_gather_normalize(pixels.data(), labels.data(), indices.data(), rows, features, scale, shift,
+                         x.data(), y.data());
+    device_buffer<uint8_t> dpixels(pixels), dlabels(labels), dy(rows);
+    device_buffer<int32_t> dindices(indices);
+    device_buffer<float> dx(x.size());
+    dx.poison();
+    gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, dindices.ptr, rows, features, scale,
+                         shift, dx.ptr, dy.ptr);
+    double error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
+    CHECK(error <= 1 && dy.download() == y, "gather_normalize: off by %.3g tolerances or labels differ", error);
+
+    /* indices == NULL: the rows as they are (a batch the host already gathered) */
+    cpu_gather_normalize(pixels.data(), labels.data(), identity_indices(rows).data(), rows, features,
+                         scale, shift, x.data(), y.data());
+    dx.poison();
+    gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, nullptr, rows, features, scale, shift,
+                         dx.ptr, dy.ptr);
+    error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
+    CHECK(error <= 1 && dy.download() == y, "gather_normalize without indices: off by %.3g or labels differ", error);
+}
+
+} // namespace
+
+int main() {
+    char why[256];
+    if (!gpu_device_available(why, sizeof why)) {
+        std::printf("test_gpu_ops: skipped: %s\n", why);
+        return TEST_SKIP_STATUS;
+    }
+    random_source = rng_create(test_seed("test_gpu_ops"), 0);
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    cublas = cublas_gemm_handle(stream, false);
+    check_gemms();
+    check_bias_activation();
+    check_relu_backward();
+    for (int rows : ROWS)
+        for (int classes : {3, 10, 37}) check_softmax(rows, classes, 5.0f);
+    check_softmax(1000, 10, 50.0f);
+    check_softmax_without_outputs();
+    check_softmax_extremes();
+    check_column_sums();
+    check_sum();
+    check_optimizers();
+    check_gather();
+    CUBLAS_CHECK(cublasDestroy(cublas));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    return test_exit_status("test_gpu_ops");
+}

@@ -1,0 +1,325 @@
+/* mlp_bench gemm: C = A·B in FP32 (alpha 1, beta 0, dense row-major, with or without the
+ * transposes), by every GEMM of the project: naive, tiled and OpenBLAS on the CPU; naive, the
+ * textbook shared-memory tiles, the register-blocked tiles and cuBLAS (no TF32) on the GPU.
+ *
+ * Verification, before any timing: each implementation's C (NaN beforehand, so an unwritten
+ * element fails) is compared with double-precision values. Small cases (M·N·K up to 256³)
+ * compare every element against reference_gemm; larger ones a random sample of SAMPLES
+ * elements (and the first and last), each a dot product in double on the host. The error of an
+ * element is |c − exact| / Σ_p |a_ip|·|b_pj|: measured against the size of the terms, so that
+ * cancellation cannot make a correct FP32 result look wrong. FP32 rounding gives about 1e-7 on
+ * that scale (random-signed terms); the bound is 1e-5, while a wrong index or a missed edge
+ * gives 1e-2 or more. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cpu_gemm.h"
+#include "gpu_bench.h"
+#include "openblas_gemm.h"
+#include "rng.h"
+
+#define GEMM_BOUND 1e-5
+#define FULL_CHECK_MAX_VOLUME (1L << 24) /* M·N·K: every element compared */
+#define FULL_CHECK_MAX_OUTPUT (1L << 20) /* M·N: every element compared */
+#define SAMPLES 256
+#define MAX_SHAPES (3 * BENCH_MAX_LIST)
+
+typedef void cpu_gemm_fn(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc);
+
+typedef struct {
+    const char *device;
+    const char *name;
+    cpu_gemm_fn *cpu;  /* CPU implementations */
+    gpu_gemm_impl gpu; /* GPU implementations */
+} gemm_impl;
+
+static const gemm_impl GEMM_IMPLS[] = {
+    {"cpu", "naive", cpu_gemm_naive, 0},
+    {"cpu", "tiled", cpu_gemm_tiled, 0},
+    {"cpu", "blas", cpu_gemm_blas, 0},
+    {"gpu", "naive", NULL, GPU_GEMM_NAIVE},
+    {"gpu", "tiled_shared", NULL, GPU_GEMM_TILED_SHARED},
+    {"gpu", "tiled", NULL, GPU_GEMM_TILED},
+    {"gpu", "blas", NULL, GPU_GEMM_CUBLAS},
+};
+
+/* One shape's inputs, output buffer and the elements verification compares. */
+typedef struct {
+    gemm_shape shape;
+    float *a, *b, *c; /* a stored (trans_a ? K×M : M×K), b (trans_b ? N×K : K×N), c M×N */
+    int lda, ldb;
+    size_t checks; /* elements compared; index[0] is always element 0 */
+    size_t *index;
+    double *want, *scale; /* exact value and Σ|a|·|b| of each compared element */
+} gemm_problem;
+
+/* ---- shapes ---- */
+
+/* The GEMMs of one training step of the 784-256-10 MLP (src/model.c) at one batch size. */
+static int mlp_shapes(int batch, gemm_shape *out) {
+    const gemm_shape layer_gemms[] = {
+        {batch, 256, 784, false, false, "L1 fwd"},  /* Z1 = X·W1 */
+        {784, 256, batch, true, false, "L1 wgrad"}, /* dW1 = X^T·dZ1 */
+        {batch, 10, 256, false, false, "L2 fwd"},   /* Z2 = A1·W2 */
+        {256, 10, batch, true, false, "L2 wgrad"},  /* dW2 = A1^T·dZ2 */
+        {batch, 256, 10, false, true, "L2 dgrad"},  /* dA1 = dZ2·W2^T */
+    };
+    int count = (int)(sizeof layer_gemms / sizeof *layer_gemms);
+    for (int i = 0; i < count; i++) {
+        out[i] = layer_gemms[i];
+        snprintf(out[i].label, sizeof out[i].label, "%s b%d", layer_gemms[i].label, batch);
+    }
+    return count;
+}
+
+static gemm_shape square(long side) {
+    return (gemm_shape){(int)side, (int)side, (int)side, false, false, ""};
+}
+
+/* --sizes, --mlp-shapes and --shape, in that order; the sizes 2..4096 when none is given. */
+static int gemm_shapes(const bench_options *o, gemm_shape *out) {
+    int count = 0;
+    for (int i = 0; i < o->size_count; i++) out[count++] = square(o->sizes[i]);
+    if (o->mlp_shapes) {
+        count += mlp_shapes(16, out + count);
+        count += mlp_shapes(512, out + count);
+    }
+    for (int i = 0; i < o->shape_count; i++) out[count++] = o->shapes[i];
+    if (count == 0)
+        for (long side = 2; side <= 4096; side *= 2) out[count++] = square(side);
+    return count;
+}
+
+static void shape_text(const gemm_shape *s, char *text, size_t size) {
+    int length = snprintf(text, size, "%dx%dx%d %c%c", s->m, s->n, s->k, s->trans_a ? 'T' : 'N',
+                          s->trans_b ? 'T' : 'N');
+    if (s->label[0] && length > 0 && (size_t)length < size)
+        snprintf(text + length, size - (size_t)length, " (%s)", s->label);
+}
+
+static double volume(const gemm_shape *s) { return (double)s->m * s->n * s->k; }
+
+/* ---- the problem and its reference ---- */
+
+static bool checks_everything(const gemm_shape *s) {
+    return volume(s) <= FULL_CHECK_MAX_VOLUME && (double)s->m * s->n <= FULL_CHECK_MAX_OUTPUT;
+}
+
+static double host_bytes(const gemm_shape *s) {
+    double mk = (double)s->m * s->k, kn = (double)s->k * s->n, mn = (double)s->m * s->n;
+    double checked = checks_everything(s) ? mn : SAMPLES + 2;
+    /* A, B, C; |A| and |B| for the full reference; want, scale and index per checked element */
+    return 4 * (2 * mk + 2 * kn + mn) + 24 * checked;
+}
+
+static float op_a(const gemm_problem *p, int i, int q) {
+    return p->shape.trans_a ? p->a[(size_t)q * p->lda + i] : p->a[(size_t)i * p->lda + q];
+}
+
+static float op_b(const gemm_problem *p, int q, int j) {
+    return p->shape.trans_b ? p->b[(size_t)j * p->ldb + q] : p->b[(size_t)q * p->ldb + j];
+}
+
+/* Element (i, j) of A·B in double, and the size of its terms. */
+static void exact_element(const gemm_problem *p, int i, int j, double *want, double *scale) {
+    double sum = 0.0, size = 0.0;
+    for (int q = 0; q < p->shape.k; q++) {
+        double term = (double)op_a(p, i, q) * op_b(p, q, j);
+        sum += term;
+        size += fabs(term);
+    }
+    *want = sum;
+    *scale = size;
+}
+
+static float *absolute_copy(const float *x, size_t n) {
+    float *copy = host_floats(n);
+    for (size_t i = 0; i < n; i++) copy[i] = fabsf(x[i]);
+    return copy;
+}
+
+/* Every element, from reference_gemm of A·B and of |A|·|B|. */
+static void check_everything(gemm_problem *p) {
+    const gemm_shape *s = &p->shape;
+    size_t a_count = (size_t)s->m * s->k, b_count = (size_t)s->k * s->n;
+    for (size_t e = 0; e < p->checks; e++) p->index[e] = e;
+    reference_gemm(s->trans_a, s->trans_b, s->m, s->n, s->k, 1.0, p->a, p->lda, p->b, p->ldb, 0.0,
+                   NULL, s->n, p->want);
+    float *abs_a = absolute_copy(p->a, a_count), *abs_b = absolute_copy(p->b, b_count);
+    reference_gemm(s->trans_a, s->trans_b, s->m, s->n, s->k, 1.0, abs_a, p->lda, abs_b, p->ldb, 0.0,
+                   NULL, s->n, p->scale);
+    free(abs_a);
+    free(abs_b);
+}
+
+/* Element 0, the last element, and SAMPLES random ones. */
+static void check_sample(gemm_problem *p, uint64_t seed) {
+    const gemm_shape *s = &p->shape;
+    rng generator = rng_create(seed, 2);
+    for (size_t e = 0; e < p->checks; e++) {
+        int i, j;
+        if (e < 2) {
+            i = e == 0 ? 0 : s->m - 1;
+            j = e == 0 ? 0 : s->n - 1;
+        } else {
+            i = (int)rng_below(&generator, (uint32_t)s->m);
+            j = (int)rng_below(&generator, (uint32_t)s->n);
+        }
+        p->index[e] = (size_t)i * s->n + j;
+        exact_element(p, i, j, &p->want[e], &p->scale[e]);
+    }
+}
+
+static gemm_problem problem_create(const gemm_shape *s, uint64_t seed) {
+    gemm_problem p = {.shape = *s};
+    size_t a_count = (size_t)s->m * s->k, b_count = (size_t)s->k * s->n;
+    p.a = host_floats(a_count);
+    p.b = host_floats(b_count);
+    p.c = host_floats((size_t)s->m * s->n);
+    p.lda = s->trans_a ? s->m : s->k;
+    p.ldb = s->trans_b ? s->k : s->n;
+    fill_random(p.a, a_count, 2 * seed);
+    fill_random(p.b, b_count, 2 * seed + 1);
+    p.checks = checks_everything(s) ? (size_t)s->m * s->n : SAMPLES + 2;
+    p.index = malloc(p.checks * sizeof *p.index);
+    p.want = malloc(p.checks * sizeof *p.want);
+    p.scale = malloc(p.checks * sizeof *p.scale);
+    if (!p.index || !p.want || !p.scale) {
+        fprintf(stderr, "mlp_bench: out of host memory for the GEMM reference\n");
+        exit(1);
+    }
+    if (checks_everything(s))
+        check_everything(&p);
+    else
+        check_sample(&p, seed);
+    return p;
+}
+
+static void problem_free(gemm_problem *p) {
+    free(p->a);
+    free(p->b);
+    free(p->c);
+    free(p->index);
+    free(p->want);
+    free(p->scale);
+}
+
+/* The largest |c − exact| / (size of the terms) over the compared elements; infinite for NaN. */
+static double gemm_error(const gemm_problem *p) {
+    double worst = 0.0;
+    for (size_t e = 0; e < p->checks; e++) {
+        double got = p->c[p->index[e]];
+        if (isnan(got)) return INFINITY;
+        double error = fabs(got - p->want[e]) / (p->scale[e] > 0 ? p->scale[e] : 1.0);
+        if (error > worst) worst = error;
+    }
+    return worst;
+}
+
+/* ---- running an implementation ---- */
+
+typedef struct {
+    const gemm_problem *p;
+    cpu_gemm_fn *gemm;
+} cpu_gemm_call;
+
+static void call_cpu_gemm(void *context) {
+    const cpu_gemm_call *call = context;
+    const gemm_problem *p = call->p;
+    const gemm_shape *s = &p->shape;
+    call->gemm(s->trans_a, s->trans_b, s->m, s->n, s->k, 1.0f, p->a, p->lda, p->b, p->ldb, 0.0f,
+               p->c, s->n);
+}
+
+static void run_cpu_gemm(const bench_options *o, result_row *row, gemm_problem *p,
+                         const gemm_impl *impl) {
+    double limit = (double)o->naive_max;
+    if (impl->cpu == cpu_gemm_naive && volume(&p->shape) > limit * limit * limit) {
+        char reason[96];
+        snprintf(reason, sizeof reason, "M*N*K > %ld^3 (slow; see --naive-max)", o->naive_max);
+        skip_row(row, reason);
+        return;
+    }
+    size_t c_count = (size_t)p->shape.m * p->shape.n;
+    for (size_t i = 0; i < c_count; i++) p->c[i] = NAN;
+    cpu_gemm_call call = {p, impl->cpu};
+    call_cpu_gemm(&call);
+    maybe_corrupt(o, impl->name, &p->c[0], p->scale[0]);
+    if (verified(row, gemm_error(p), GEMM_BOUND))
+        row->median_ms = cpu_time_ms(call_cpu_gemm, &call, &o->cpu_timing);
+}
+
+#ifdef MLP_HAVE_CUDA
+/* The shape's device buffers, made at its first GPU implementation. */
+typedef struct {
+    bool tried;
+    gpu_gemm_case *device; /* NULL if the device had no room */
+    double transfer_ms;
+} gpu_side;
+
+static void run_gpu_gemm(const bench_options *o, result_row *row, gemm_problem *p,
+                         const gemm_impl *impl, gpu_side *gpu) {
+    const gemm_shape *s = &p->shape;
+    if (!gpu->tried) {
+        gpu->tried = true;
+        gpu->device = gpu_gemm_case_create(s->m, s->n, s->k, s->trans_a, s->trans_b, p->a, p->b);
+        gpu->transfer_ms = NAN;
+        if (gpu->device && o->with_transfer)
+            gpu->transfer_ms = gpu_gemm_transfer_ms(gpu->device, &o->gpu_timing);
+    }
+    if (!gpu->device) {
+        skip_row(row, "too little free device memory");
+        return;
+    }
+    row->transfer_ms = gpu->transfer_ms;
+    gpu_gemm_run(gpu->device, impl->gpu, p->c);
+    maybe_corrupt(o, impl->name, &p->c[0], p->scale[0]);
+    if (verified(row, gemm_error(p), GEMM_BOUND))
+        row->median_ms = gpu_gemm_time_ms(gpu->device, impl->gpu, &o->gpu_timing);
+}
+#endif
+
+static bool wanted(const bench_options *o, const gemm_impl *impl) {
+    bool on_cpu = impl->cpu != NULL;
+    return (on_cpu ? o->run_cpu : o->run_gpu) && impl_selected(o, impl->name);
+}
+
+static void bench_shape(const bench_options *o, results *r, const gemm_shape *s, uint64_t seed) {
+    char text[64];
+    shape_text(s, text, sizeof text);
+    gemm_problem p = {0};
+    bool made = false;
+#ifdef MLP_HAVE_CUDA
+    gpu_side gpu = {0};
+#endif
+    for (size_t i = 0; i < sizeof GEMM_IMPLS / sizeof *GEMM_IMPLS; i++) {
+        const gemm_impl *impl = &GEMM_IMPLS[i];
+        if (!wanted(o, impl)) continue;
+        result_row *row =
+            results_add(r, impl->device, impl->name, text, cbrt(volume(s)), 2 * volume(s));
+        if (fits_memory(o, row, host_bytes(s))) {
+            if (!made) p = problem_create(s, seed), made = true;
+            if (impl->cpu) run_cpu_gemm(o, row, &p, impl);
+#ifdef MLP_HAVE_CUDA
+            else
+                run_gpu_gemm(o, row, &p, impl, &gpu);
+#endif
+        }
+        report_progress(o, "gemm", row);
+    }
+#ifdef MLP_HAVE_CUDA
+    gpu_gemm_case_destroy(gpu.device);
+#endif
+    if (made) problem_free(&p);
+}
+
+void bench_gemm(const bench_options *o, results *r) {
+    gemm_shape shapes[MAX_SHAPES];
+    int count = gemm_shapes(o, shapes);
+    for (int i = 0; i < count; i++) bench_shape(o, r, &shapes[i], 1000 + (uint64_t)i);
+}

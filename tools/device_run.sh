@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Build, prove and measure mlp_train on a machine with a GPU, in stages, so one call of a
+# time-limited GPU host does several of them. Logs and results go to out/ (or $RESULTS); when
+# $OUT is set (the device tool's return folder, which takes few files) they are also packed
+# into $OUT/results.tar.gz. Each stage ends by printing a short summary.
+# Usage: tools/device_run.sh STAGE...
+#   build     configure and build build-device/ (Release, native CPU code, CUDA for this GPU)
+#   test      every CTest test (CPU and GPU)
+#   sanitize  compute-sanitizer memcheck, racecheck and initcheck on the GPU test programs
+#   train     10 epochs of each GPU implementation at batch 64 and 512
+#   profile   --profile tables: data resident, host pageable, host pinned, host overlapped
+#   nsys      an Nsight Systems trace of --impl tiled --batch 512 and its summary tables
+#   compare   epoch times next to PyTorch (eager and CUDA graph), batch 16 and 512
+#   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU
+#   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
+#             product and max pooling, as CSV and tables, then the plots if matplotlib is there
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${RESULTS:-$root/out}
+build=$root/build-device
+data=$root/data/mnist
+mlp=$build/mlp_train
+mkdir -p "$out"
+cd "$root" || exit 1
+
+stage_build() {
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; return 1; }
+    cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; return 1; }
+    grep -iE 'warning' "$out/build.log" | head -10
+    echo "build: ok"
+}
+
+stage_test() {
+    ctest --test-dir "$build" --output-on-failure -j 4 >"$out/ctest.log" 2>&1
+    local status=$?
+    grep -E 'Test +#|tests passed|FAIL|Skipped|Not Run' "$out/ctest.log" | sed 's/  */ /g'
+    [ $status -eq 0 ] || grep -B2 -A12 -E 'FAIL|\*\*\*Failed' "$out/ctest.log" | head -80
+    return $status
+}
+
+stage_sanitize() {
+    local status=0
+    for tool in memcheck racecheck initcheck; do
+        for test in test_gpu_ops test_gpu_training; do
+            [ "$tool" = racecheck ] && [ "$test" = test_gpu_training ] && continue # same kernels, slow
+            MLP_TEST_SHAPES=small compute-sanitizer --tool $tool --error-exitcode 99 "$build/$test" \
+                >"$out/sanitize_${tool}_$test.log" 2>&1
+            local s=$?
+            echo "compute-sanitizer $tool $test: exit $s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_${tool}_$test.log" | tail -1)"
+            [ $s -eq 0 ] || { status=1; grep -m 20 -E '=========' "$out/sanitize_${tool}_$test.log"; }
+        done
+    done
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl tiled --data host --overlap \
+        --data "$data" --epochs 1 --batch 1000 --quiet >"$out/sanitize_mlp_train.log" 2>&1
+    local s=$?
+    echo "compute-sanitizer memcheck mlp_train --impl tiled --data host --overlap: exit $s; $(grep 'ERROR SUMMARY' "$out/sanitize_mlp_train.log")"
+    [ $s -eq 0 ] || status=1
+    return $status
+}
+
+stage_train() {
+    printf '%-6s %6s %10s %14s %12s\n' impl batch test_acc median_epoch_s first_epoch_s | tee "$out/train.txt"
+    for impl in naive tiled blas; do
+        for batch in 64 512; do
+            local json="$out/train_${impl}_$batch.json"
+            "$mlp" --device gpu --impl $impl --batch $batch --epochs 10 --data "$data" --json --quiet >"$json" ||
+                { echo "train $impl $batch failed"; continue; }
+            python3 - "$json" "$impl" "$batch" <<'PY' | tee -a "$out/train.txt"
+import json, statistics, sys
+d = json.load(open(sys.argv[1])); t = [e["time_s"] for e in d["epochs"]]
+print(f"{sys.argv[2]:<6} {sys.argv[3]:>6} {100 * d['test_accuracy']:9.2f}% {statistics.median(t[1:]):14.4f} {t[0]:12.4f}")
+PY
+        done
+    done
+}
+
+stage_profile() {
+    : >"$out/profile.txt"
+    for placement in "--data device" "--data host" "--data host --pinned" "--data host --overlap"; do
+        echo "== --impl blas --batch 512 $placement" >>"$out/profile.txt"
+        # shellcheck disable=SC2086
+        "$mlp" --device gpu --impl blas --batch 512 --epochs 2 --data "$data" $placement --profile --quiet \
+            >>"$out/profile.txt" 2>&1
+    done
+    grep -E '^==|run phases|^ +(h2d|forward|backward|update|d2h|eval|other) ' "$out/profile.txt" | tail -40
+}
+
+stage_nsys() {
+    [ -x .device/nsys.sh ] || { echo "nsys: .device/nsys.sh missing (run ../shared/gpu-host/stage.sh, carry .device)"; return 1; }
+    .device/nsys.sh profile -t cuda,nvtx -o /tmp/mlp_train -f true "$mlp" --device gpu --impl tiled --batch 512 \
+        --epochs 2 --data "$data" --quiet >"$out/nsys_profile.log" 2>&1
+    .device/nsys.sh stats -r nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum /tmp/mlp_train.nsys-rep \
+        >"$out/nsys_stats.txt" 2>&1
+    head -c 6000 "$out/nsys_stats.txt"
+}
+
+stage_compare() {
+    python3 tools/compare_pytorch.py --mlp-train "$mlp" --data "$data" --device gpu --batch 16 512 \
+        --json "$out/compare_gpu.json" | tee "$out/compare_gpu.md"
+}
+
+stage_cpu() {
+    python3 tools/compare_pytorch.py --mlp-train "$mlp" --data "$data" --device cpu --batch 512 \
+        --threads 1 "$(nproc)" --epochs 3 --json "$out/compare_cpu.json" | tee "$out/compare_cpu.md"
+}
+
+stage_bench() {
+    local bench=$build/mlp_bench status=0 threads
+    threads=$(nproc)
+    run_bench() { # NAME ARGS...: one mlp_bench run, its table in NAME.txt and its rows in NAME.csv
+        local name=$1
+        shift
+        "$bench" "$@" --quiet --csv "$out/$name.csv" >"$out/$name.txt" 2>&1 || status=1
+        echo "== mlp_bench $*"
+        cat "$out/$name.txt"
+    }
+    run_bench gemm_gpu gemm --device gpu --sizes 2:4096 --with-transfer
+    run_bench gemm_gpu_mlp gemm --device gpu --mlp-shapes
+    run_bench gemm_cpu_1 gemm --device cpu --threads 1 --sizes 16:2048 --naive-max 512
+    run_bench gemm_cpu_all gemm --device cpu --threads "$threads" --sizes 16:4096 --naive-max 1024
+    run_bench gemm_cpu_mlp gemm --device cpu --threads "$threads" --mlp-shapes
+    run_bench dot dot --threads "$threads"
+    run_bench maxpool maxpool --threads "$threads"
+    python3 tools/plot_bench.py --out "$out/plots" "$out"/gemm_gpu.csv "$out"/gemm_cpu_1.csv \
+        "$out"/gemm_cpu_all.csv "$out"/dot.csv "$out"/maxpool.csv >"$out/plot.log" 2>&1 ||
+        echo "plots: failed (see plot.log)"
+    return $status
+}
+
+status=0
+for stage in "$@"; do
+    echo "######## $stage"
+    start=$(date +%s)
+    "stage_$stage" || status=1
+    echo "######## $stage: $(( $(date +%s) - start )) s"
+    [ -z "${OUT:-}" ] || tar -czf "$OUT/results.tar.gz" -C "$out" . # after each stage: a timeout keeps them
+done
+exit $status

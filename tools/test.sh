@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test command of the README (and of CI): set up and build, run every test (GPU tests skip
+# where there is no GPU), then build the CPU product alone with AddressSanitizer and
+# UndefinedBehaviorSanitizer and run the CPU tests again under them.
+# Usage: tools/test.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+jobs=$(nproc)
+
+"$root/tools/setup.sh"
+echo "== tests (build/)"
+ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
+
+echo "== CPU-only build with sanitizers (build-sanitize/)"
+cmake -S "$root" -B "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMLP_CUDA=OFF \
+    -DMLP_SANITIZE=ON >/dev/null
+cmake --build "$root/build-sanitize" -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs" -L cpu
+echo "== all tests passed"
