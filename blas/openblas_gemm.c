@@ -13,6 +13,10 @@ void cpu_gemm_blas(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
 
 void openblas_threads(int n) { openblas_set_num_threads(n); }
 
+int openblas_thread_count(void) { return openblas_get_num_threads(); }
+
+bool openblas_has_own_threads(void) { return openblas_get_parallel() == 1; }
+
 const char *openblas_description(void) {
     static char description[96];
     static const char *const builds[] = {"sequential", "pthreads", "OpenMP"};

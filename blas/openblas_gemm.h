@@ -26,6 +26,11 @@ void cpu_gemm_blas(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
  * OpenMP build, which CMakeLists.txt prefers). */
 void openblas_threads(int n);
 
+int openblas_thread_count(void);
+
+/* True for OpenBLAS's pthreads build, which keeps a thread pool of its own beside OpenMP's. */
+bool openblas_has_own_threads(void);
+
 /* "OpenBLAS 0.3.21, OpenMP build, SkylakeX kernels": which build and kernels are in use. */
 const char *openblas_description(void);
 

@@ -23,7 +23,9 @@ void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
 
 void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-    gpu_gemm_tiled(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gpu_state *gpu = gpu_of(be);
+    gpu_gemm_tiled(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
+                   c, ldc);
 }
 
 void gemm_cublas(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
@@ -132,6 +134,7 @@ void destroy(backend *be) {
     gpu_state *gpu = gpu_of(be);
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
     if (gpu->cublas) CUBLAS_CHECK(cublasDestroy(gpu->cublas));
+    if (gpu->gemm_workspace.data) CUDA_CHECK(cudaFree(gpu->gemm_workspace.data));
     CUDA_CHECK(cudaStreamDestroy(gpu->stream));
     delete gpu;
     delete be;
@@ -189,6 +192,11 @@ extern "C" backend *gpu_backend_create(const char *impl) {
     CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->stream, cudaStreamNonBlocking));
     if (chosen->gemm == gemm_cublas) gpu->cublas = cublas_gemm_handle(gpu->stream, false);
+    if (chosen->gemm == gemm_tiled) {
+        gpu->gemm_workspace.floats = GPU_GEMM_WORKSPACE_FLOATS;
+        gpu->gemm_workspace.data =
+            static_cast<float *>(gpu_alloc_or_exit(GPU_GEMM_WORKSPACE_FLOATS * sizeof(float)));
+    }
 
     backend *be = new backend{};
     be->device_name = "gpu";
@@ -216,7 +224,7 @@ extern "C" backend *gpu_backend_create(const char *impl) {
     be->stamp_elapsed_ms = stamp_elapsed_ms;
     be->stamp_destroy = stamp_destroy;
     be->destroy = destroy;
-    std::snprintf(be->description, sizeof be->description, "%s, %d SMs, %s", properties.name,
+    std::snprintf(be->description, sizeof be->description, "%.64s, %d SMs, %s", properties.name,
                   properties.multiProcessorCount, chosen->description);
     return be;
 }

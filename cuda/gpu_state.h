@@ -7,9 +7,12 @@
 
 #include "../src/backend.h"
 
+#include "kernels/gpu_kernels.h"
+
 struct gpu_state {
-    cudaStream_t stream;   /* every operation of the step runs on it, in order */
-    cublasHandle_t cublas; /* blas implementation only */
+    cudaStream_t stream;                /* every operation of the step runs on it, in order */
+    cublasHandle_t cublas;              /* blas implementation only */
+    gpu_gemm_workspace gemm_workspace;  /* tiled implementation only: split-K's partial sums */
 };
 
 inline gpu_state *gpu_of(backend *be) { return static_cast<gpu_state *>(be->state); }

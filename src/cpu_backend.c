@@ -178,8 +178,16 @@ static void stamp_destroy(backend *be, timing_stamp *s) { host_release(be, s); }
 
 static void destroy(backend *be) { free(be); }
 
-void cpu_set_threads(int threads) {
-    omp_set_num_threads(threads);
+/* OpenMP's threads and those of OpenBLAS's pthreads build both spin for a while after their
+ * work, waiting for more. With two pools of `threads` each, a training step that alternates
+ * GEMMs with element-wise loops has twice as many busy threads as cores, and a loop's barrier
+ * waits for whichever of its threads the kernel has just descheduled. So when OpenBLAS has its
+ * own pool, the blas implementation gives it the cores and runs its element-wise loops (a few
+ * percent of the step) on the calling thread. With OpenBLAS's OpenMP build, which
+ * CMakeLists.txt prefers, both share one pool and nothing of this applies. */
+void cpu_set_threads(int threads, const char *impl) {
+    bool blas_owns_cores = strcmp(impl, "blas") == 0 && openblas_has_own_threads();
+    omp_set_num_threads(blas_owns_cores ? 1 : threads);
     openblas_threads(threads);
 }
 
@@ -226,8 +234,9 @@ backend *cpu_backend_create(const char *impl) {
         .stamp_destroy = stamp_destroy,
         .destroy = destroy,
     };
-    snprintf(be->description, sizeof be->description, "CPU, %d threads, %s", omp_get_max_threads(),
-             cpu_impls[chosen].gemm == gemm_blas ? openblas_description()
-                                                 : cpu_impls[chosen].description);
+    bool blas = cpu_impls[chosen].gemm == gemm_blas;
+    snprintf(be->description, sizeof be->description, "CPU, %d threads, %s",
+             blas ? openblas_thread_count() : omp_get_max_threads(),
+             blas ? openblas_description() : cpu_impls[chosen].description);
     return be;
 }

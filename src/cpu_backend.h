@@ -8,7 +8,9 @@
 /* impl is "naive", "tiled" or "blas"; returns NULL for any other name. */
 backend *cpu_backend_create(const char *impl);
 
-/* Threads for OpenMP loops and OpenBLAS alike (they never run at the same time). */
-void cpu_set_threads(int threads);
+/* Threads for the CPU implementation `impl`: its OpenMP loops and OpenBLAS alike. With
+ * OpenBLAS's pthreads build, the blas implementation keeps its OpenMP loops on one thread
+ * (cpu_backend.c says why). */
+void cpu_set_threads(int threads, const char *impl);
 
 #endif

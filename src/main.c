@@ -251,7 +251,7 @@ static int train(run_state *s) {
 static int run(run_state *s) {
     char err[ERR_SIZE];
     s->threads = s->options.threads ? s->options.threads : omp_get_num_procs();
-    cpu_set_threads(s->threads);
+    cpu_set_threads(s->threads, s->options.impl);
     if (!choose_device(s, err) || !load_inputs(s, err) || !start_trainer(s, err)) return fail(err);
     nvtx_range_push("run");
     int status = s->options.eval_only ? evaluate_only(s) : train(s);

@@ -9,7 +9,10 @@
 
 #include "version.h"
 
-static const char *placement_name(const feed_options *feed) {
+/* Where batches come from; the CPU reads the data set in host memory, whatever the option. */
+static const char *placement_name(const run_info *info) {
+    const feed_options *feed = &info->options->feed;
+    if (strcmp(info->device, "cpu") == 0) return "host";
     switch (feed->placement) {
     case DATA_HOST_PAGEABLE: return "host-pageable";
     case DATA_HOST_PINNED: return feed->overlap ? "host-pinned-overlapped" : "host-pinned";
@@ -24,7 +27,7 @@ void report_header(FILE *out, const run_info *info) {
     fprintf(out, "mlp_train %s: %s on %s (%s)\n", MLP_VERSION, layers, info->device,
             info->device_description);
     fprintf(out, "data: %s (%s), %d train, %d test images, batches from %s\n", o->dataset,
-            info->data_dir, info->train_count, info->test_count, placement_name(&o->feed));
+            info->data_dir, info->train_count, info->test_count, placement_name(info));
     fprintf(out, "training: %s, lr %g", optimizer_name(o->optimizer.kind), o->optimizer.lr);
     if (o->optimizer.kind == OPTIMIZER_SGD) fprintf(out, ", momentum %g", o->optimizer.momentum);
     fprintf(out, ", batch %d, %d epochs, seed %llu\n", o->batch, o->epochs,
@@ -91,7 +94,7 @@ static void json_config(FILE *out, const run_info *info) {
     fprintf(out, ", \"data_dir\": ");
     json_string(out, info->data_dir);
     fprintf(out, ", \"data_placement\": ");
-    json_string(out, placement_name(&o->feed));
+    json_string(out, placement_name(info));
     fprintf(out, ", \"layers\": [");
     for (int l = 0; l <= info->shape->layers; l++)
         fprintf(out, "%s%d", l ? ", " : "", info->shape->width[l]);

@@ -58,6 +58,40 @@ static void metrics_read(backend *be, const pass_metrics *m, int count, double *
     *accuracy = sums[1] / count;
 }
 
+/* Runs the kernels of a step and of a test pass once, on zeros, before anything is timed: CUDA
+ * loads a kernel's module at its first launch and cuBLAS picks (and loads) kernels per shape,
+ * which would otherwise land in epoch 1's time. Shapes: a full batch, the epoch's last partial
+ * batch, and a test batch. Parameters and optimizer state are not touched. */
+static void warm_up(trainer *t) {
+    backend *be = t->be;
+    mlp_model *model = t->model;
+    int rows_list[3] = {t->config.batch, t->train ? t->train->count % t->config.batch : 0,
+                        t->model->max_rows};
+    int rows = model->max_rows;
+    size_t x_bytes = (size_t)rows * model->shape.width[0] * sizeof(float);
+    float *zeros = calloc(1, x_bytes);
+    if (!zeros) {
+        fprintf(stderr, "mlp_train: out of host memory for the warm-up batch\n");
+        exit(1);
+    }
+    float *x = be->alloc(be, x_bytes);
+    uint8_t *labels = be->alloc(be, (size_t)rows);
+    float *scratch = be->alloc(be, 2 * (size_t)rows * sizeof(float)); /* row losses, correct flags */
+    be->upload(be, x, zeros, x_bytes);
+    be->upload(be, labels, zeros, (size_t)rows);
+    for (int i = 0; i < 3; i++) {
+        if (rows_list[i] <= 0) continue;
+        mlp_forward(model, x, rows_list[i]);
+        mlp_loss(model, labels, rows_list[i], true, scratch, scratch + rows, NULL);
+        mlp_backward(model, x, rows_list[i]);
+    }
+    be->synchronize(be);
+    be->release(be, scratch);
+    be->release(be, labels);
+    be->release(be, x);
+    free(zeros);
+}
+
 trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *train,
                         const dataset *test, const train_config *config,
                         const float *initial_params, const float *optimizer_state,
@@ -96,6 +130,7 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     for (int i = 0; i < test->count; i++) t->test_order[i] = i;
     t->profile = phase_profile_create(be, config->profile);
     progress_init(&t->progress, config->progress);
+    warm_up(t);
     return t;
 }
 

@@ -160,14 +160,14 @@ void synthetic_dataset(dataset *d, int count, uint64_t seed) {
             }
             if (sum > best_sum) best_sum = sum, best_row = row;
         }
-        d->labels[i] = (uint8_t)((best_row + (image[0] > 127 ? SYNTHETIC_SIDE : 0)) % DATASET_CLASSES);
+        d->labels[i] = (uint8_t)best_row;
     }
     d->scale = 1.0f / 255.0f;
     d->shift = -0.5f;
 }
 
-float *train_synthetic(backend *be, const synthetic_run *run, size_t *count, double *train_loss,
-                       double *test_accuracy) {
+float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
+                       synthetic_result *out) {
     dataset train, test;
     synthetic_dataset(&train, run->steps * run->batch - run->batch / 3, run->seed);
     synthetic_dataset(&test, SYNTHETIC_TEST, run->seed + 1);
@@ -184,10 +184,14 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count, dou
         .feed = run->feed,
     };
     trainer *t = trainer_create(be, &shape, &train, &test, &config, initial, NULL, 0, 0);
+    double initial_accuracy;
+    long confusion[DATASET_CLASSES][DATASET_CLASSES];
+    trainer_evaluate(t, &out->initial_test_loss, &initial_accuracy, confusion);
     epoch_result result;
     if (!trainer_run_epoch(t, 1, &result, err, sizeof err)) fprintf(stderr, "%s\n", err);
-    *train_loss = result.train_loss;
-    *test_accuracy = result.test_accuracy;
+    out->train_loss = result.train_loss;
+    out->test_loss = result.test_loss;
+    out->test_accuracy = result.test_accuracy;
     float *params, *state;
     int arrays, step, epochs;
     trainer_export(t, &params, &state, &arrays, &step, &epochs);

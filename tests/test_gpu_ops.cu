@@ -88,17 +88,28 @@ struct gemm_impl {
     gemm_launcher *launch;
 };
 
-template <int TILE> void tiled_launcher(GPU_GEMM_ARGS) {
-    gpu_gemm_tiled_with_tile(TILE, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+gpu_gemm_workspace workspace; /* split-K's partial sums, for the tiled GEMM */
+
+template <int TILE, int SPLITS> void tiled_launcher(GPU_GEMM_ARGS) {
+    gpu_gemm_tiled_with_plan(TILE, SPLITS, workspace, stream, trans_a, trans_b, m, n, k, alpha, a,
+                             lda, b, ldb, beta, c, ldc);
 }
 
-/* gemm_tiled picks its tile by size; each of its three tiles is tested on every shape here. */
+void tiled_auto_launcher(GPU_GEMM_ARGS) {
+    gpu_gemm_tiled(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* gemm_tiled picks its tile and K slices by size; each tile is tested on every shape here, whole
+ * and split into K slices (as many as K allows: slices are at least 32 deep, so K = 65 gets two,
+ * of 48 and 17, which ends off the tile grid). */
 const gemm_impl GEMMS[] = {{"naive", gpu_gemm_naive},
                            {"tiled_shared", gpu_gemm_tiled_shared},
-                           {"tiled(32)", tiled_launcher<32>},
-                           {"tiled(64)", tiled_launcher<64>},
-                           {"tiled(128)", tiled_launcher<128>},
-                           {"tiled(auto)", gpu_gemm_tiled},
+                           {"tiled(32)", tiled_launcher<32, 1>},
+                           {"tiled(64)", tiled_launcher<64, 1>},
+                           {"tiled(128)", tiled_launcher<128, 1>},
+                           {"tiled(32, 3 K slices)", tiled_launcher<32, 3>},
+                           {"tiled(64, 7 K slices)", tiled_launcher<64, 7>},
+                           {"tiled(auto)", tiled_auto_launcher},
                            {"cublas", cublas_launcher}};
 
 /* FP32 dot products of K ≤ 2048 terms: rounding error grows like sqrt(K)·6e-8 ≈ 3e-6, measured
@@ -122,53 +133,70 @@ std::vector<float> padded_matrix(int rows, int cols, int ld, int offset, float f
     return v;
 }
 
-void check_gemm(const gemm_impl &impl, bool ta, bool tb, const gemm_case &g, bool accumulate) {
+/* One GEMM problem with its inputs as stored (padding, offset and guards included), the
+ * double-precision reference and the size of the terms behind each element of it. */
+struct gemm_problem {
+    bool ta, tb, accumulate;
+    gemm_case g;
+    int lda, ldb, ldc;
+    float alpha, beta;
+    std::vector<float> a, b, c;
+    std::vector<double> want, scale;
+};
+
+gemm_problem make_gemm_problem(bool ta, bool tb, const gemm_case &g, bool accumulate) {
+    gemm_problem p{ta, tb, accumulate, g};
     int a_rows = ta ? g.k : g.m, a_cols = ta ? g.m : g.k;
     int b_rows = tb ? g.n : g.k, b_cols = tb ? g.k : g.n;
-    int lda = a_cols + g.pad, ldb = b_cols + g.pad, ldc = g.n + g.pad;
+    p.lda = a_cols + g.pad, p.ldb = b_cols + g.pad, p.ldc = g.n + g.pad;
     /* NaN around A and B: a read outside them reaches the result even when multiplied by 0 */
-    std::vector<float> a = padded_matrix(a_rows, a_cols, lda, g.offset, NAN);
-    std::vector<float> b = padded_matrix(b_rows, b_cols, ldb, g.offset, NAN);
-    std::vector<float> c = padded_matrix(g.m, g.n, ldc, g.offset, C_PADDING);
-    float alpha = accumulate ? 0.5f : 1.0f, beta = accumulate ? -1.5f : 0.0f;
-    std::vector<double> want((size_t)g.m * ldc), scale((size_t)g.m * ldc);
-    std::vector<float> abs_a = a, abs_b = b, abs_c = c;
+    p.a = padded_matrix(a_rows, a_cols, p.lda, g.offset, NAN);
+    p.b = padded_matrix(b_rows, b_cols, p.ldb, g.offset, NAN);
+    p.c = padded_matrix(g.m, g.n, p.ldc, g.offset, C_PADDING);
+    p.alpha = accumulate ? 0.5f : 1.0f, p.beta = accumulate ? -1.5f : 0.0f;
+    p.want.resize((size_t)g.m * p.ldc), p.scale.resize((size_t)g.m * p.ldc);
+    std::vector<float> abs_a = p.a, abs_b = p.b, abs_c = p.c;
     for (float &x : abs_a) x = std::fabs(x);
     for (float &x : abs_b) x = std::fabs(x);
     for (float &x : abs_c) x = std::fabs(x);
-    reference_gemm(ta, tb, g.m, g.n, g.k, alpha, a.data() + g.offset, lda, b.data() + g.offset, ldb,
-                   beta, c.data() + g.offset, ldc, want.data());
-    reference_gemm(ta, tb, g.m, g.n, g.k, std::fabs(alpha), abs_a.data() + g.offset, lda,
-                   abs_b.data() + g.offset, ldb, std::fabs(beta), abs_c.data() + g.offset, ldc, scale.data());
+    reference_gemm(ta, tb, g.m, g.n, g.k, p.alpha, p.a.data() + g.offset, p.lda, p.b.data() + g.offset,
+                   p.ldb, p.beta, p.c.data() + g.offset, p.ldc, p.want.data());
+    reference_gemm(ta, tb, g.m, g.n, g.k, std::fabs(p.alpha), abs_a.data() + g.offset, p.lda,
+                   abs_b.data() + g.offset, p.ldb, std::fabs(p.beta), abs_c.data() + g.offset, p.ldc,
+                   p.scale.data());
+    return p;
+}
 
-    device_buffer<float> da(a), db(b), dc(c);
-    if (!accumulate) { /* beta == 0: C is write-only, so poison it (but keep padding and guard) */
-        std::vector<float> poisoned = c;
+void check_gemm(const gemm_impl &impl, const gemm_problem &p) {
+    const gemm_case &g = p.g;
+    device_buffer<float> da(p.a), db(p.b), dc(p.c);
+    if (!p.accumulate) { /* beta == 0: C is write-only, so poison it (but keep padding and guard) */
+        std::vector<float> poisoned = p.c;
         for (int r = 0; r < g.m; r++)
-            for (int col = 0; col < g.n; col++) poisoned[g.offset + (size_t)r * ldc + col] = NAN;
+            for (int col = 0; col < g.n; col++) poisoned[g.offset + (size_t)r * p.ldc + col] = NAN;
         dc.upload(poisoned);
     }
-    impl.launch(stream, ta, tb, g.m, g.n, g.k, alpha, da.ptr + g.offset, lda, db.ptr + g.offset, ldb,
-                beta, dc.ptr + g.offset, ldc);
+    impl.launch(stream, p.ta, p.tb, g.m, g.n, g.k, p.alpha, da.ptr + g.offset, p.lda,
+                db.ptr + g.offset, p.ldb, p.beta, dc.ptr + g.offset, p.ldc);
     std::vector<float> got_full = dc.download();
     std::vector<float> got;
     std::vector<double> expected, sizes;
     bool outside_intact = true;
     for (size_t i = 0; i < got_full.size(); i++) {
         long inside = (long)i - g.offset;
-        int r = (int)(inside / ldc), col = (int)(inside % ldc);
+        int r = (int)(inside / p.ldc), col = (int)(inside % p.ldc);
         if (inside >= 0 && r < g.m && col < g.n) {
             got.push_back(got_full[i]);
-            expected.push_back(want[(size_t)r * ldc + col]);
-            sizes.push_back(scale[(size_t)r * ldc + col]);
+            expected.push_back(p.want[(size_t)r * p.ldc + col]);
+            sizes.push_back(p.scale[(size_t)r * p.ldc + col]);
         } else if (got_full[i] != C_PADDING) {
             outside_intact = false;
         }
     }
     double error = scaled_error(got, expected, sizes);
     CHECK(error <= GEMM_BOUND && outside_intact,
-          "gemm %s %c%c %dx%dx%d pad %d offset %d %s: error %.3g%s", impl.name, ta ? 'T' : 'N',
-          tb ? 'T' : 'N', g.m, g.n, g.k, g.pad, g.offset, accumulate ? "beta=-1.5" : "beta=0",
+          "gemm %s %c%c %dx%dx%d pad %d offset %d %s: error %.3g%s", impl.name, p.ta ? 'T' : 'N',
+          p.tb ? 'T' : 'N', g.m, g.n, g.k, g.pad, g.offset, p.accumulate ? "beta=-1.5" : "beta=0",
           error, outside_intact ? "" : ", wrote outside C");
 }
 
@@ -180,19 +208,24 @@ void check_gemms() {
         {100, 200, 300, 1, 0},  {64, 64, 64, 3, 0},     {130, 66, 34, 0, 1},    {1000, 1000, 1000, 0, 0},
         /* row strides that are multiples of 4 around widths that are not: partial float4 edges */
         {17, 17, 17, 3, 0},     {18, 22, 26, 2, 0},     {150, 138, 142, 2, 0},  {1001, 999, 9, 0, 0},
+        /* long K over a small output: what split-K is for */
+        {10, 7, 4099, 0, 0},    {33, 65, 2001, 1, 1},
     };
     /* MLP_TEST_SHAPES=small: skip the large shapes (for compute-sanitizer, which is slow) */
     const char *shapes = std::getenv("MLP_TEST_SHAPES");
     bool small_only = shapes && std::strcmp(shapes, "small") == 0;
-    for (const gemm_impl &impl : GEMMS)
+    for (const gemm_case &g : cases) {
+        long volume = (long)g.m * g.n * g.k;
+        if (small_only && volume > 20000000L) continue;
         for (int t = 0; t < 4; t++)
-            for (const gemm_case &g : cases) {
-                long volume = (long)g.m * g.n * g.k;
-                if (small_only && volume > 20000000L) continue;
-                if (impl.launch == gpu_gemm_naive && t != 0 && volume > 100000000L) continue; /* slow */
-                check_gemm(impl, t & 1, t & 2, g, false);
-                check_gemm(impl, t & 1, t & 2, g, true);
+            for (bool accumulate : {false, true}) {
+                gemm_problem problem = make_gemm_problem(t & 1, t & 2, g, accumulate);
+                for (const gemm_impl &impl : GEMMS) {
+                    if (impl.launch == gpu_gemm_naive && t != 0 && volume > 100000000L) continue; /* slow */
+                    check_gemm(impl, problem);
+                }
             }
+    }
 }
 
 /* ---- the other operations ---- */
@@ -396,6 +429,8 @@ int main() {
     random_source = rng_create(test_seed("test_gpu_ops"), 0);
     CUDA_CHECK(cudaStreamCreate(&stream));
     cublas = cublas_gemm_handle(stream, false);
+    workspace = {nullptr, GPU_GEMM_WORKSPACE_FLOATS};
+    CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));
     check_gemms();
     check_bias_activation();
     check_relu_backward();
@@ -409,6 +444,7 @@ int main() {
     check_optimizers();
     check_gather();
     CUBLAS_CHECK(cublasDestroy(cublas));
+    CUDA_CHECK(cudaFree(workspace.data));
     CUDA_CHECK(cudaStreamDestroy(stream));
     return test_exit_status("test_gpu_ops");
 }

@@ -25,12 +25,12 @@ static void check_implementation(const char *impl, uint64_t seed) {
         optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
         synthetic_run run = {kind, 32, 50, seed, {DATA_RESIDENT, false}};
         size_t n, n_cpu;
-        double loss, accuracy;
+        synthetic_result result;
         backend *cpu = cpu_backend_create("blas");
-        float *reference = train_synthetic(cpu, &run, &n_cpu, &loss, &accuracy);
+        float *reference = train_synthetic(cpu, &run, &n_cpu, &result);
         cpu->destroy(cpu);
-        float *params = train_synthetic(be, &run, &n, &loss, &accuracy);
-        float *again = train_synthetic(be, &run, &n, &loss, &accuracy);
+        float *params = train_synthetic(be, &run, &n, &result);
+        float *again = train_synthetic(be, &run, &n, &result);
         double difference = relative_difference(params, reference, n);
         CHECK(n == n_cpu && difference < AGREEMENT_BOUND,
               "gpu %s vs cpu blas, %s: parameters differ by %.3g after 50 steps", impl,
@@ -54,12 +54,13 @@ static void check_feeds(uint64_t seed) {
     backend *be = gpu_backend_create("tiled");
     synthetic_run run = {OPTIMIZER_SGD, 32, 50, seed, {DATA_RESIDENT, false}};
     size_t n;
-    double loss, accuracy, resident_accuracy;
-    float *resident = train_synthetic(be, &run, &n, &loss, &resident_accuracy);
+    synthetic_result resident_result, result;
+    float *resident = train_synthetic(be, &run, &n, &resident_result);
     for (int i = 0; i < 3; i++) {
         run.feed = feeds[i];
-        float *params = train_synthetic(be, &run, &n, &loss, &accuracy);
-        CHECK(memcmp(params, resident, n * sizeof(float)) == 0 && accuracy == resident_accuracy,
+        float *params = train_synthetic(be, &run, &n, &result);
+        CHECK(memcmp(params, resident, n * sizeof(float)) == 0 &&
+                  result.test_accuracy == resident_result.test_accuracy,
               "batches from %s gave other parameters or test accuracy than resident data", names[i]);
         free(params);
     }

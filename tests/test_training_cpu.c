@@ -16,6 +16,10 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas"};
  * 1e-4 leaves room without hiding a real difference (a wrong kernel is off by far more). */
 #define AGREEMENT_BOUND 1e-4
 
+/* 50 steps on the synthetic task cut the test loss to 0.75-0.86 of where it started with SGD,
+ * 0.84-0.90 with Adam (100 seeds, 1 and 2 threads); a run that does not learn stays at 1. */
+#define LEARNED_FRACTION 0.95
+
 static void check_gradients(uint64_t seed) {
     for (int i = 0; i < 3; i++) {
         backend *be = cpu_backend_create(IMPLS[i]);
@@ -30,19 +34,21 @@ static void check_gradients(uint64_t seed) {
 }
 
 static void check_agreement(uint64_t seed, optimizer_kind kind, int threads) {
-    cpu_set_threads(threads);
+    cpu_set_threads(threads, "blas");
     synthetic_run run = {kind, 32, 50, seed, {DATA_RESIDENT, false}};
     backend *reference_be = cpu_backend_create("blas");
     size_t n;
-    double loss, accuracy;
-    float *reference = train_synthetic(reference_be, &run, &n, &loss, &accuracy);
-    CHECK(loss == loss && loss < 2.3, "cpu blas %s: training loss %.4f did not fall below ln(10)",
-          optimizer_name(kind), loss);
+    synthetic_result result;
+    float *reference = train_synthetic(reference_be, &run, &n, &result);
+    /* agreement means something only if the runs learned: the test loss must clearly fall */
+    CHECK(result.test_loss < LEARNED_FRACTION * result.initial_test_loss,
+          "cpu blas %s: test loss went from %.4f to %.4f in 50 steps: not learning",
+          optimizer_name(kind), result.initial_test_loss, result.test_loss);
     reference_be->destroy(reference_be);
     for (int i = 0; i < 2; i++) {
         backend *be = cpu_backend_create(IMPLS[i]);
         size_t count;
-        float *params = train_synthetic(be, &run, &count, &loss, &accuracy);
+        float *params = train_synthetic(be, &run, &count, &result);
         double difference = relative_difference(params, reference, n);
         CHECK(count == n && difference < AGREEMENT_BOUND,
               "cpu %s vs blas, %s, %d threads: parameters differ by %.3g after 50 steps",

@@ -88,11 +88,15 @@ stage_profile() {
 
 stage_nsys() {
     [ -x .device/nsys.sh ] || { echo "nsys: .device/nsys.sh missing (run ../shared/gpu-host/stage.sh, carry .device)"; return 1; }
-    .device/nsys.sh profile -t cuda,nvtx -o /tmp/mlp_train -f true "$mlp" --device gpu --impl tiled --batch 512 \
-        --epochs 2 --data "$data" --quiet >"$out/nsys_profile.log" 2>&1
-    .device/nsys.sh stats -r nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum /tmp/mlp_train.nsys-rep \
-        >"$out/nsys_stats.txt" 2>&1
-    head -c 6000 "$out/nsys_stats.txt"
+    local impl
+    for impl in tiled blas; do
+        .device/nsys.sh profile -t cuda,nvtx -o "/tmp/mlp_train_$impl" -f true "$mlp" --device gpu --impl $impl \
+            --batch 512 --epochs 2 --data "$data" --quiet >"$out/nsys_profile_$impl.log" 2>&1
+        .device/nsys.sh stats -r nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum "/tmp/mlp_train_$impl.nsys-rep" \
+            >"$out/nsys_stats_$impl.txt" 2>&1
+        echo "== nsys, --impl $impl --batch 512: kernels"
+        grep -A12 'cuda_gpu_kern_sum' "$out/nsys_stats_$impl.txt" | cut -c1-200
+    done
 }
 
 stage_compare() {
@@ -102,7 +106,7 @@ stage_compare() {
 
 stage_cpu() {
     python3 tools/compare_pytorch.py --mlp-train "$mlp" --data "$data" --device cpu --batch 512 \
-        --threads 1 "$(nproc)" --epochs 3 --json "$out/compare_cpu.json" | tee "$out/compare_cpu.md"
+        --threads 1 "$(nproc)" --epochs 2 --json "$out/compare_cpu.json" | tee "$out/compare_cpu.md"
 }
 
 stage_bench() {

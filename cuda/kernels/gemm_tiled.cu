@@ -13,7 +13,19 @@
  *
  * The tile size is chosen per call: big tiles reuse data best, but a small matrix cut into big
  * tiles leaves most of the GPU's multiprocessors idle, so smaller tiles are used until there
- * are enough blocks to go round. */
+ * are enough blocks to go round.
+ *
+ * Split-K, for outputs too small to fill the GPU even then (the MLP's layers: 512×256 is 32
+ * tiles of 64×64 for 132 multiprocessors). With one block per tile, each block would walk all
+ * of K alone, one slow round trip to memory per BK step, while most multiprocessors idle. So
+ * K is cut into `splits` slices (grid z): block z multiplies only its slice and stores the raw
+ * partial tile into a workspace (splits planes of M×N), then sum_splits_kernel adds the planes
+ * in the order z = 0, 1, ... and applies alpha and beta. No atomics, so the result is the same
+ * bits on every run. The workspace belongs to the caller (allocated once, outside any step);
+ * a shape whose planes would not fit in it uses fewer splits. */
+#include <cstdio>
+#include <cstdlib>
+
 #include "../cuda_check.h"
 #include "gemm_common.cuh"
 #include "gpu_kernels.h"
@@ -129,13 +141,18 @@ __device__ __forceinline__ void store_c_tile(const float (&acc)[TM][TN], float *
     }
 }
 
-/* C (M×N) = alpha · op(A) (M×K) · op(B) (K×N) + beta · C; grid: ceil(N/BN) × ceil(M/BM). */
+/* C (M×N) = alpha · op(A) (M×K) · op(B) (K×N) + beta · C; grid: ceil(N/BN) × ceil(M/BM) × splits.
+ * Block z covers K in [z·k_per_split, (z+1)·k_per_split). With partials == NULL (one split) it
+ * writes C; otherwise it writes its raw sum to plane z of partials (M×N, row stride N).
+ * C must not overlap A or B (the pointers are __restrict__); no caller of the table does that. */
 template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B>
-/* C must not overlap A or B (the pointers are __restrict__); no caller of the table does that. */
-__global__ void __launch_bounds__(tile_shape<BM, BN, BK, TM, TN>::threads)
-gemm_tiled_kernel(int m, int n, int k, float alpha, const float *__restrict__ a, int lda,
-                  const float *__restrict__ b, int ldb, float beta, float *__restrict__ c, int ldc,
-                  bool vector_a, bool vector_b, bool vector_c) {
+/* two blocks per multiprocessor: the register cap that implies (128) is what the 128×128 tile
+ * uses anyway, and it keeps ptxas from spilling in the 64×64 one */
+__global__ void __launch_bounds__(tile_shape<BM, BN, BK, TM, TN>::threads, 2)
+gemm_tiled_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
+                  int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
+                  int ldc, float *__restrict__ partials, bool vector_a, bool vector_b,
+                  bool vector_out) {
     constexpr int THREADS = tile_shape<BM, BN, BK, TM, TN>::threads;
     __shared__ __align__(16) float a_tile[BK][BM];
     __shared__ __align__(16) float b_tile[BK][BN];
@@ -143,10 +160,14 @@ gemm_tiled_kernel(int m, int n, int k, float alpha, const float *__restrict__ a,
     const int thread_row = (threadIdx.x / (BN / TN)) * TM; /* the thread's sub-tile in the tile */
     const int thread_col = (threadIdx.x % (BN / TN)) * TN;
 
+    /* this block's slice of K; the loads treat its end as the matrix's edge */
+    const int k_begin = blockIdx.z * k_per_split;
+    const int k_end = min(k, k_begin + k_per_split);
+
     float acc[TM][TN] = {};
-    for (int k0 = 0; k0 < k; k0 += BK) {
-        load_a_tile<BM, BK, THREADS, TRANS_A>(a_tile, a, lda, m, k, row0, k0, vector_a);
-        load_b_tile<BN, BK, THREADS, TRANS_B>(b_tile, b, ldb, k, n, k0, col0, vector_b);
+    for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+        load_a_tile<BM, BK, THREADS, TRANS_A>(a_tile, a, lda, m, k_end, row0, k0, vector_a);
+        load_b_tile<BN, BK, THREADS, TRANS_B>(b_tile, b, ldb, k_end, n, k0, col0, vector_b);
         __syncthreads();
 #pragma unroll
         for (int kk = 0; kk < BK; kk++) {
@@ -166,24 +187,57 @@ gemm_tiled_kernel(int m, int n, int k, float alpha, const float *__restrict__ a,
         }
         __syncthreads();
     }
-    store_c_tile<TM, TN>(acc, c, ldc, m, n, row0 + thread_row, col0 + thread_col, alpha, beta,
-                         vector_c);
+    if (partials)
+        store_c_tile<TM, TN>(acc, partials + (size_t)blockIdx.z * m * n, n, m, n, row0 + thread_row,
+                             col0 + thread_col, 1.0f, 0.0f, vector_out);
+    else
+        store_c_tile<TM, TN>(acc, c, ldc, m, n, row0 + thread_row, col0 + thread_col, alpha, beta,
+                             vector_out);
 }
 
+/* C (M×N) = alpha · (partials[0] + partials[1] + ... + partials[splits-1]) + beta · C, the planes
+ * (each M×N, row stride N) added in that order. One thread per element of C, grid-stride. */
+__global__ void sum_splits_kernel(const float *__restrict__ partials, int splits, int m, int n,
+                                  float alpha, float beta, float *__restrict__ c, int ldc) {
+    const size_t plane = (size_t)m * n;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < plane;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float sum = 0.0f;
+        for (int z = 0; z < splits; z++) sum += partials[z * plane + i];
+        write_c(c, ldc, (int)(i / n), (int)(i % n), sum, alpha, beta);
+    }
+}
+
+/* How one call is cut up: the tile side, and K in `splits` slices of k_per_split. */
+struct gemm_plan {
+    int tile;
+    int splits;
+    int k_per_split;
+};
+
 template <int BM, int BN, int BK, int TM, int TN>
-void launch(GPU_GEMM_ARGS) {
+void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
     constexpr int THREADS = tile_shape<BM, BN, BK, TM, TN>::threads;
-    dim3 blocks(blocks_for(n, BN), blocks_for(m, BM));
-    bool va = float4_aligned(a, lda), vb = float4_aligned(b, ldb), vc = float4_aligned(c, ldc);
+    dim3 blocks(blocks_for(n, BN), blocks_for(m, BM), plan.splits);
+    float *partials = plan.splits > 1 ? workspace.data : nullptr;
+    bool va = float4_aligned(a, lda), vb = float4_aligned(b, ldb);
+    bool vout = partials ? n % 4 == 0 : float4_aligned(c, ldc);
 #define GEMM_TILED_LAUNCH(TA, TB)                                                                  \
     gemm_tiled_kernel<BM, BN, BK, TM, TN, TA, TB><<<blocks, THREADS, 0, stream>>>(                 \
-        m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, va, vb, vc)
+        m, n, k, plan.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, partials, va, vb, vout)
     if (!trans_a && !trans_b) GEMM_TILED_LAUNCH(false, false);
     else if (trans_a && !trans_b) GEMM_TILED_LAUNCH(true, false);
     else if (!trans_a && trans_b) GEMM_TILED_LAUNCH(false, true);
     else GEMM_TILED_LAUNCH(true, true);
 #undef GEMM_TILED_LAUNCH
     CUDA_CHECK_LAUNCH();
+    if (partials) {
+        constexpr unsigned SUM_THREADS = 256;
+        unsigned sum_blocks = blocks_for((size_t)m * n, SUM_THREADS);
+        sum_splits_kernel<<<sum_blocks < 4096 ? sum_blocks : 4096, SUM_THREADS, 0, stream>>>(
+            partials, plan.splits, m, n, alpha, beta, c, ldc);
+        CUDA_CHECK_LAUNCH();
+    }
 }
 
 int multiprocessor_count() {
@@ -198,20 +252,59 @@ int multiprocessor_count() {
 
 long tiles(int m, int n, int tile) { return (long)((m + tile - 1) / tile) * ((n + tile - 1) / tile); }
 
-} // namespace
+int depth_of(int tile) { return tile == 32 ? 16 : 8; } /* BK of each tile's kernel, below */
 
-void gpu_gemm_tiled_with_tile(int tile, GPU_GEMM_ARGS) {
-    if (m == 0 || n == 0) return;
-    if (tile == 128)
-        launch<128, 128, 8, 8, 8>(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    else if (tile == 64)
-        launch<64, 64, 8, 4, 4>(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    else
-        launch<32, 32, 16, 4, 4>(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+/* Slices of K for `splits` wanted: each a whole number of BK steps and at least MIN_SLICE deep
+ * (a thinner slice would spend more on its partial tile than on multiplying), no more planes
+ * than the workspace holds, and no empty slice. */
+gemm_plan split_k(int tile, int wanted, int m, int n, int k, gpu_gemm_workspace workspace) {
+    constexpr int MIN_SLICE = 32;
+    int bk = depth_of(tile);
+    size_t plane = (size_t)m * n;
+    long fit = plane ? (long)(workspace.floats / plane) : 0;
+    long splits = wanted;
+    if (splits > k / MIN_SLICE) splits = k / MIN_SLICE;
+    if (splits > fit) splits = fit;
+    if (splits < 2) return {tile, 1, k > 0 ? k : 1};
+    int slice = (int)((k + splits - 1) / splits);
+    slice = (slice + bk - 1) / bk * bk;
+    return {tile, (k + slice - 1) / slice, slice};
 }
 
-void gpu_gemm_tiled(GPU_GEMM_ARGS) {
+/* The largest tile that still gives every multiprocessor a block; failing that, split K until
+ * there are about two blocks per multiprocessor, on 64×64 tiles (32×32 when M or N is under
+ * 64, where a 64-wide tile would be mostly padding). */
+gemm_plan choose_plan(int m, int n, int k, gpu_gemm_workspace workspace) {
     int sms = multiprocessor_count();
-    int tile = tiles(m, n, 128) >= sms ? 128 : tiles(m, n, 64) >= sms ? 64 : 32;
-    gpu_gemm_tiled_with_tile(tile, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (tiles(m, n, 128) >= sms) return {128, 1, k};
+    if (tiles(m, n, 64) >= sms) return {64, 1, k};
+    int tile = (m < 64 || n < 64) ? 32 : 64;
+    long wanted = (2L * sms + tiles(m, n, tile) - 1) / tiles(m, n, tile);
+    return split_k(tile, (int)wanted, m, n, k, workspace);
+}
+
+void run_plan(const gemm_plan &plan, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+#define GEMM_TILED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
+    if (plan.tile == 128) launch<128, 128, 8, 8, 8>(plan, workspace, GEMM_TILED_ARGS);
+    else if (plan.tile == 64) launch<64, 64, 8, 4, 4>(plan, workspace, GEMM_TILED_ARGS);
+    else launch<32, 32, 16, 4, 4>(plan, workspace, GEMM_TILED_ARGS);
+#undef GEMM_TILED_ARGS
+}
+
+} // namespace
+
+void gpu_gemm_tiled_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+    if (m == 0 || n == 0) return;
+    if (tile != 32 && tile != 64 && tile != 128) {
+        std::fprintf(stderr, "gpu_gemm_tiled_with_plan: no %d×%d tile (32, 64 or 128)\n", tile, tile);
+        std::exit(1);
+    }
+    gemm_plan plan = split_k(tile, splits, m, n, k, workspace);
+    run_plan(plan, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gpu_gemm_tiled(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+    if (m == 0 || n == 0) return;
+    gemm_plan plan = choose_plan(m, n, k, workspace);
+    run_plan(plan, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

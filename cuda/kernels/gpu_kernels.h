@@ -16,9 +16,20 @@
 
 void gpu_gemm_naive(GPU_GEMM_ARGS);        /* gemm_naive.cu: one thread per element of C */
 void gpu_gemm_tiled_shared(GPU_GEMM_ARGS); /* gemm_tiled_shared.cu: textbook shared-memory tiles */
-void gpu_gemm_tiled(GPU_GEMM_ARGS);        /* gemm_tiled.cu: register-blocked, wide loads */
-/* The same with the tile forced (32, 64 or 128) instead of chosen by size: for tests. */
-void gpu_gemm_tiled_with_tile(int tile, GPU_GEMM_ARGS);
+
+/* gemm_tiled.cu: register-blocked, wide loads, split-K for small outputs. The workspace holds
+ * split-K's partial products: device memory the caller allocates once and keeps (nothing is
+ * allocated per call); GPU_GEMM_WORKSPACE_FLOATS is enough for the MLP's layers. A stream runs
+ * one GEMM at a time, so one workspace per stream suffices. */
+typedef struct {
+    float *data;
+    size_t floats;
+} gpu_gemm_workspace;
+constexpr size_t GPU_GEMM_WORKSPACE_FLOATS = size_t(4) << 20; /* 16 MiB */
+void gpu_gemm_tiled(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
+/* The same with the tile (32, 64 or 128) and the number of K slices forced instead of chosen by
+ * size (fewer slices are used where K or the workspace is too small): for tests. */
+void gpu_gemm_tiled_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 
 void gpu_bias_activation(cudaStream_t stream, float *z, const float *bias, int rows, int cols,
                          bool relu);
