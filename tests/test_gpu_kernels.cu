@@ -163,6 +163,8 @@ void check_pools() {
         {1, 9, 9, {2, 3, 0}},       {4, 33, 31, {5, 4, 4}},     {1000, 5, 5, {2, 2, 1}},
         {3, 1000, 1000, {2, 2, 0}}, {2, 2049, 2047, {3, 2, 1}}, {1, 4096, 4096, {2, 2, 0}},
         {2, 3, 1000, {3, 5, 2}},    {70000, 2, 2, {2, 2, 0}},
+        /* 2×2 windows, stride 2, even width: the float2 kernel; odd heights leave a row out */
+        {5, 7, 10, {2, 2, 0}},      {3, 33, 2, {2, 2, 0}},      {2, 2, 4098, {2, 2, 0}},
     };
     for (const pool_case &c : cases) {
         check_pool(c.planes, c.height, c.width, c.window, -1.0f, 1.0f);

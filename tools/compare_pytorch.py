@@ -77,7 +77,8 @@ def main():
                 rows.append(row)
 
     modes = sorted({k[len("torch_"):-2] for row in rows for k in row if k.startswith("torch_")})
-    print(f"{args.device.upper()}: {rows[0]['description']}; PyTorch {torch['torch']} on {torch['device']}\n")
+    print(f"{args.device.upper()}: {torch['device']}; PyTorch {torch['torch']}; "
+          f"epoch times are medians of {args.epochs - 1} epochs after a warm-up epoch\n")
     header = "| impl | batch |" + (" threads |" if args.device == "cpu" else "") + " mlp_train epoch (ms) |"
     header += "".join(f" PyTorch {m} (ms) | PyTorch {m} / mlp_train |" for m in modes)
     print(header)

@@ -7,10 +7,12 @@
 #   build     configure and build build-device/ (Release, native CPU code, CUDA for this GPU)
 #   test      every CTest test (CPU and GPU)
 #   sanitize  compute-sanitizer memcheck, racecheck and initcheck on the GPU test programs
+#   ncu       Nsight Compute on the first steps' kernels, selected by NVTX range
 #   train     10 epochs of each GPU implementation at batch 64 and 512
 #   profile   --profile tables: data resident, host pageable, host pinned, host overlapped
 #   nsys      an Nsight Systems trace of --impl tiled --batch 512 and its summary tables
 #   compare   epoch times next to PyTorch (eager and CUDA graph), batch 16 and 512
+#   example   the README's line: mlp_train --impl tiled --batch 512 (3 epochs)
 #   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
@@ -42,8 +44,9 @@ stage_test() {
 stage_sanitize() {
     local status=0
     for tool in memcheck racecheck initcheck; do
-        for test in test_gpu_ops test_gpu_training; do
+        for test in test_gpu_ops test_gpu_training test_gpu_kernels; do
             [ "$tool" = racecheck ] && [ "$test" = test_gpu_training ] && continue # same kernels, slow
+            [ "$tool" = initcheck ] && [ "$test" = test_gpu_kernels ] && continue # inputs all uploaded
             MLP_TEST_SHAPES=small compute-sanitizer --tool $tool --error-exitcode 99 "$build/$test" \
                 >"$out/sanitize_${tool}_$test.log" 2>&1
             local s=$?
@@ -97,6 +100,25 @@ stage_nsys() {
         echo "== nsys, --impl $impl --batch 512: kernels"
         grep -A12 'cuda_gpu_kern_sum' "$out/nsys_stats_$impl.txt" | cut -c1-200
     done
+}
+
+stage_ncu() {
+    # which NVTX filter expressions select kernels (push/pop ranges: domain@outer/inner/)
+    local i=0 expression
+    for expression in "mlp_train@epoch/step/forward/" "mlp_train@run/epoch/step/forward/" \
+        "mlp_train@step/forward/" "mlp_train@forward/"; do
+        i=$((i + 1))
+        ncu --clock-control none --nvtx --nvtx-include "$expression" -c 4 --section SpeedOfLight \
+            "$mlp" --device gpu --impl tiled --batch 512 --epochs 1 --data "$data" --quiet \
+            >"$out/ncu_$i.txt" 2>&1
+        echo "ncu --nvtx-include '$expression': exit $?, $(grep -cE 'Context [0-9]+, Stream' "$out/ncu_$i.txt") kernels profiled"
+    done
+    grep -hE 'Context [0-9]+, Stream|Duration|Memory Throughput|Compute \(SM\) Throughput' "$out"/ncu_[1-4].txt |
+        cut -c1-150 | head -20
+}
+
+stage_example() {
+    "$mlp" --impl tiled --batch 512 --epochs 3 --data "$data" 2>/dev/null | tee "$out/example.txt"
 }
 
 stage_compare() {

@@ -13,9 +13,16 @@
  * wins): the results equal the CPU's exactly (only a window holding both +0 and -0 could
  * give either sign, which compare equal).
  *
+ * The most common window, 2×2 with stride 2 and no padding, on images of even width, has a
+ * kernel of its own: a window's two pixels of a row are adjacent and 8-byte aligned, so each
+ * thread reads them with one float2 load per row, and a warp's load instruction covers 256
+ * contiguous bytes that it uses whole, instead of two scalar instructions that each use half of
+ * what they fetch. The comparisons are the same, in the same order.
+ *
  * Index arithmetic is 32-bit whenever output indices fit in 32 bits (64-bit division is several
  * times dearer), 64-bit otherwise; the grid covers the output with a grid-stride loop. */
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -58,12 +65,41 @@ __global__ void maxpool_kernel(const float *__restrict__ in, float *__restrict__
     }
 }
 
+/* Kernel 2, stride 2, padding 0, even width: each row of an image is out_width float2 pairs, and
+ * output (oy, ox) is the maximum of pair ox of rows 2·oy and 2·oy + 1. */
+template <typename Index>
+__global__ void maxpool_2x2_kernel(const float2 *__restrict__ in, float *__restrict__ out,
+                                   int height, int out_height, int out_width, Index total) {
+    const Index step = (Index)gridDim.x * blockDim.x;
+    for (Index o = (Index)blockIdx.x * blockDim.x + threadIdx.x; o < total; o += step) {
+        int ox = (int)(o % (Index)out_width);
+        Index rest = o / (Index)out_width;
+        int oy = (int)(rest % (Index)out_height);
+        Index plane = rest / (Index)out_height;
+        const float2 *top = in + ((size_t)plane * height + 2 * oy) * out_width + ox;
+        float2 upper = top[0], lower = top[out_width];
+        float best = -INFINITY;
+        if (upper.x > best) best = upper.x;
+        if (upper.y > best) best = upper.y;
+        if (lower.x > best) best = lower.x;
+        if (lower.y > best) best = lower.y;
+        out[o] = best;
+    }
+}
+
 template <typename Index>
 void launch(cudaStream_t stream, const float *in, float *out, const pool_geometry &g,
             size_t total) {
     unsigned blocks =
         (unsigned)std::min<size_t>(blocks_for(total, MAXPOOL_THREADS), MAXPOOL_MAX_BLOCKS);
-    maxpool_kernel<Index><<<blocks, MAXPOOL_THREADS, 0, stream>>>(in, out, g, (Index)total);
+    bool two_by_two = g.kernel == 2 && g.stride == 2 && g.padding == 0 && g.width % 2 == 0 &&
+                      reinterpret_cast<uintptr_t>(in) % sizeof(float2) == 0;
+    if (two_by_two)
+        maxpool_2x2_kernel<Index><<<blocks, MAXPOOL_THREADS, 0, stream>>>(
+            reinterpret_cast<const float2 *>(in), out, g.height, g.out_height, g.out_width,
+            (Index)total);
+    else
+        maxpool_kernel<Index><<<blocks, MAXPOOL_THREADS, 0, stream>>>(in, out, g, (Index)total);
     CUDA_CHECK_LAUNCH();
 }
 
