@@ -2,8 +2,9 @@
 """Turns mlp_bench's CSV output into a Markdown table, the way docs/kernels.md's tables are made.
 
 One row per case and implementation: shape, median time, throughput, ratio to the library on the
-same device (vs_library: above 1 is faster than the library), share of the measured copy
-bandwidth (dot, maxpool) and the verification error. Rows that were skipped are left out.
+same device (vs_library: above 1 is faster than the library), the throughput counting the
+host<->device copies (gemm --with-transfer), share of the measured copy bandwidth (dot, maxpool)
+and the verification error. Rows that were skipped, and columns empty in every row, are left out.
 
 Usage: tools/bench_table.py RESULTS.csv [--impl naive,tiled] [--shape-contains 4096x]
 Example: build/mlp_bench gemm --device gpu --csv gemm.csv && tools/bench_table.py gemm.csv
@@ -46,18 +47,23 @@ def main():
     if not rows:
         sys.exit("bench_table.py: no rows match")
 
-    with_bandwidth = any(r["of_copy_bw"] for r in rows)
-    header = ["device", "impl", "shape", "median ms", "rate", "vs library"]
-    header += ["of copy bw"] if with_bandwidth else []
-    header += ["error", "status"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    columns = [  # (title, cell), a column only where some row has a value for it
+        ("device", lambda r: r["device"]),
+        ("impl", lambda r: r["impl"]),
+        ("shape", lambda r: r["shape"]),
+        ("median ms", lambda r: number(r["median_ms"])),
+        ("rate", lambda r: f"{number(r['rate'])} {r['unit']}"),
+        ("vs library", lambda r: number(r["vs_library"], 2)),
+        ("with copies", lambda r: f"{number(r['rate_with_transfer'])} {r['unit']}" if r["rate_with_transfer"] else ""),
+        ("of copy bw", lambda r: percent(r["of_copy_bw"])),
+        ("error", lambda r: number(r["error"], 2)),
+        ("status", lambda r: r["status"]),
+    ]
+    columns = [(title, cell) for title, cell in columns if any(cell(r) for r in rows)]
+    print("| " + " | ".join(title for title, _ in columns) + " |")
+    print("|" + "---|" * len(columns))
     for r in rows:
-        cells = [r["device"], r["impl"], r["shape"], number(r["median_ms"]),
-                 f"{number(r['rate'])} {r['unit']}", number(r["vs_library"], 2)]
-        cells += [percent(r["of_copy_bw"])] if with_bandwidth else []
-        cells += [number(r["error"], 2), r["status"]]
-        print("| " + " | ".join(cells) + " |")
+        print("| " + " | ".join(cell(r) for _, cell in columns) + " |")
 
 
 if __name__ == "__main__":
