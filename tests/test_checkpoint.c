@@ -8,6 +8,7 @@
 #endif
 
 #include "check.h"
+#include "temp_dir.h"
 #include "checkpoint.h"
 #include "rng.h"
 
@@ -17,30 +18,16 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define PATH_SIZE 4096
 #define ERR_SIZE 1024
 
 /* Byte offsets in the format of checkpoint.h. */
 #define VERSION_OFFSET 8
 #define LAYERS_OFFSET 12
 
-static char temp_dir[PATH_SIZE];
-
 typedef struct {
     uint8_t *bytes;
     size_t size;
 } buffer;
-
-/* path = dir/name; a path that does not fit stops the test. */
-static void join_path(char *path, const char *dir, const char *name) {
-    int length = snprintf(path, PATH_SIZE, "%s/%s", dir, name);
-    if (length < 0 || length >= PATH_SIZE) {
-        fprintf(stderr, "path too long: %s/%s\n", dir, name);
-        exit(1);
-    }
-}
-
-static void temp_path(char *path, const char *name) { join_path(path, temp_dir, name); }
 
 static void *allocate(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
@@ -354,34 +341,9 @@ static void test_failed_saves(rng *r) {
     checkpoint_free(&c);
 }
 
-/* Removes path and, for a directory, everything in it. */
-static void remove_tree(const char *path) {
-    struct stat info;
-    if (lstat(path, &info) != 0) return;
-    if (S_ISDIR(info.st_mode)) {
-        DIR *dir = opendir(path);
-        struct dirent *entry;
-        while (dir && (entry = readdir(dir)) != NULL) {
-            if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
-            char child[PATH_SIZE];
-            join_path(child, path, entry->d_name);
-            remove_tree(child);
-        }
-        if (dir) closedir(dir);
-        CHECK(rmdir(path) == 0, "cannot remove %s", path);
-    } else {
-        CHECK(unlink(path) == 0, "cannot remove %s", path);
-    }
-}
-
 int main(void) {
     rng r = rng_create(test_seed("test_checkpoint"), 0);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(temp_dir, sizeof temp_dir, "%s/test_checkpoint.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(temp_dir)) {
-        perror(temp_dir);
-        return 1;
-    }
+    if (!temp_dir_create("test_checkpoint")) return 1;
     test_round_trips(&r);
     test_damage(&r);
     test_unopenable();

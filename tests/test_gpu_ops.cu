@@ -11,6 +11,7 @@
 #include "../cuda/cuda_check.h"
 #include "../cuda/gpu_backend.h"
 #include "check.h"
+#include "device_buffer.cuh"
 #include "cpu_gemm.h"
 #include "cpu_ops.h"
 #include "gpu_kernels.h"
@@ -21,27 +22,6 @@ namespace {
 rng random_source;
 cudaStream_t stream;
 cublasHandle_t cublas;
-
-/* ---- device buffers ---- */
-
-template <typename T> struct device_buffer {
-    T *ptr = nullptr;
-    size_t count = 0;
-    explicit device_buffer(size_t n) : count(n) { CUDA_CHECK(cudaMalloc(&ptr, (n ? n : 1) * sizeof(T))); }
-    device_buffer(const std::vector<T> &host) : device_buffer(host.size()) { upload(host); }
-    ~device_buffer() { cudaFree(ptr); }
-    device_buffer(const device_buffer &) = delete;
-    void upload(const std::vector<T> &host) {
-        CUDA_CHECK(cudaMemcpy(ptr, host.data(), count * sizeof(T), cudaMemcpyHostToDevice));
-    }
-    void poison() { CUDA_CHECK(cudaMemset(ptr, 0xFF, count * sizeof(T))); } /* NaN as float, -1 as int */
-    std::vector<T> download() const {
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        std::vector<T> host(count);
-        CUDA_CHECK(cudaMemcpy(host.data(), ptr, count * sizeof(T), cudaMemcpyDeviceToHost));
-        return host;
-    }
-};
 
 std::vector<float> random_floats(size_t n, float lo, float hi) {
     std::vector<float> v(n);

@@ -6,11 +6,11 @@
 #endif
 
 #include "check.h"
+#include "temp_dir.h"
 #include "dataset.h"
 #include "idx.h"
 #include "rng.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -18,11 +18,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define PATH_SIZE 4096
 #define ERR_SIZE 1024
 #define IDX_UBYTE 0x08
-
-static char temp_dir[PATH_SIZE];
 
 typedef struct {
     uint8_t *bytes;
@@ -35,17 +32,6 @@ typedef struct {
     uint32_t shape[3];
     buffer data;
 } idx_file;
-
-/* path = dir/name; a path that does not fit stops the test. */
-static void join_path(char *path, const char *dir, const char *name) {
-    int length = snprintf(path, PATH_SIZE, "%s/%s", dir, name);
-    if (length < 0 || length >= PATH_SIZE) {
-        fprintf(stderr, "path too long: %s/%s\n", dir, name);
-        exit(1);
-    }
-}
-
-static void temp_path(char *path, const char *name) { join_path(path, temp_dir, name); }
 
 static buffer random_bytes(rng *r, size_t size, uint32_t bound) {
     buffer b = {malloc(size ? size : 1), size};
@@ -519,34 +505,9 @@ static void test_normalization(rng *r) {
     check_random_normalization(r);
 }
 
-/* Removes path and, for a directory, everything in it. */
-static void remove_tree(const char *path) {
-    struct stat info;
-    if (lstat(path, &info) != 0) return;
-    if (S_ISDIR(info.st_mode)) {
-        DIR *dir = opendir(path);
-        struct dirent *entry;
-        while (dir && (entry = readdir(dir)) != NULL) {
-            if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0) continue;
-            char child[PATH_SIZE];
-            join_path(child, path, entry->d_name);
-            remove_tree(child);
-        }
-        if (dir) closedir(dir);
-        CHECK(rmdir(path) == 0, "cannot remove %s", path);
-    } else {
-        CHECK(unlink(path) == 0, "cannot remove %s", path);
-    }
-}
-
 int main(void) {
     rng r = rng_create(test_seed("test_idx"), 0);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(temp_dir, sizeof temp_dir, "%s/test_idx.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(temp_dir)) {
-        perror(temp_dir);
-        return 1;
-    }
+    if (!temp_dir_create("test_idx")) return 1;
     test_round_trips(&r);
     test_dataset_round_trips(&r);
     test_header_damage(&r);

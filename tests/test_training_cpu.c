@@ -46,6 +46,7 @@ static void check_agreement(uint64_t seed, optimizer_kind kind, int threads) {
           optimizer_name(kind), result.initial_test_loss, result.test_loss);
     reference_be->destroy(reference_be);
     for (int i = 0; i < 2; i++) {
+        cpu_set_threads(threads, IMPLS[i]);
         backend *be = cpu_backend_create(IMPLS[i]);
         size_t count;
         float *params = train_synthetic(be, &run, &count, &result);
