@@ -22,6 +22,8 @@
 #define IDX_MAGIC_BYTES 4
 /* gzread takes an unsigned count and returns an int, so large reads go in pieces. */
 #define READ_CHUNK_BYTES ((size_t)1 << 30)
+/* The data buffer starts this large and doubles as data arrives (see read_data). */
+#define FIRST_BUFFER_BYTES ((size_t)16 << 20)
 
 typedef struct {
     const char *path;
@@ -191,10 +193,23 @@ static const char *item_name(int dims) {
     }
 }
 
+/* Reads the a->size bytes of data into a buffer that grows as they arrive (FIRST_BUFFER_BYTES,
+ * then doubling up to a->size), so a header that claims more data than the file holds costs no
+ * more memory than the file does. */
 static bool read_data(const idx_reader *r, idx_array *a) {
-    a->data = malloc(a->size);
-    if (!a->data) return fail(r, "out of memory reading %zu bytes of data", a->size);
-    size_t got = read_up_to(r, a->data, a->size);
+    size_t capacity = a->size < FIRST_BUFFER_BYTES ? a->size : FIRST_BUFFER_BYTES;
+    a->data = malloc(capacity);
+    if (!a->data) return fail(r, "out of memory reading %zu bytes of data", capacity);
+    size_t got = 0;
+    while (true) {
+        got += read_up_to(r, a->data + got, capacity - got);
+        if (got < capacity || capacity == a->size) break; /* the file ended, or all is read */
+        size_t bigger = capacity <= a->size / 2 ? 2 * capacity : a->size;
+        uint8_t *grown = realloc(a->data, bigger);
+        if (!grown) return fail(r, "out of memory reading %zu bytes of data", bigger);
+        a->data = grown;
+        capacity = bigger;
+    }
     if (got == a->size) return true;
     zlib_status z = zlib_status_of(r);
     if (is_hard_error(z)) return fail_zlib(r, z);

@@ -12,6 +12,8 @@
 #   profile   --profile tables: data resident, host pageable, host pinned, host overlapped
 #   nsys      an Nsight Systems trace of --impl tiled --batch 512 and its summary tables
 #   compare   epoch times next to PyTorch (eager and CUDA graph), batch 16 and 512
+#   odd       shapes the tests do not use: GEMMs of odd sizes (all transposes, every GPU GEMM),
+#             training with odd widths and batches on each GPU implementation, Fashion-MNIST
 #   example   the README's line: mlp_train --impl tiled --batch 512 (3 epochs)
 #   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
@@ -115,6 +117,30 @@ stage_ncu() {
     done
     grep -hE 'Context [0-9]+, Stream|Duration|Memory Throughput|Compute \(SM\) Throughput' "$out"/ncu_[1-4].txt |
         cut -c1-150 | head -20
+}
+
+stage_odd() {
+    local status=0 shapes=() shape transposes impl
+    for shape in 1,1,1 3,5,7 31,33,35 127,129,1 1,4096,1024 4097,3,129 1000,17,4099 2049,1025,513; do
+        for transposes in NN NT TN TT; do shapes+=(--shape "$shape,$transposes"); done
+    done
+    "$build/mlp_bench" gemm --device gpu "${shapes[@]}" --warmup 0 --repeats 3 --quiet \
+        --csv "$out/odd_gemm.csv" >"$out/odd_gemm.txt" 2>&1 || status=1
+    echo "odd GEMM shapes: $(grep -c ',ok,' "$out/odd_gemm.csv") verified, $(grep -c FAILED "$out/odd_gemm.csv") failed"
+    for impl in naive tiled blas; do
+        for args in "--hidden 17,3 --batch 7 --epochs 1" "--hidden 1000,33 --batch 999 --epochs 2 --optimizer adam" \
+            "--dataset fashion --data data/fashion --batch 333 --epochs 2"; do
+            # shellcheck disable=SC2086
+            "$mlp" --device gpu --impl $impl $args --json --quiet >"$out/odd_train.json" 2>"$out/odd_train.err" ||
+                { status=1; echo "FAILED: $impl $args: $(cat "$out/odd_train.err")"; continue; }
+            python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f'{sys.argv[2]:<5} {sys.argv[3]:<60} test accuracy {100*d[\"test_accuracy\"]:.2f}%')" \
+                "$out/odd_train.json" "$impl" "$args"
+        done
+    done
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl tiled --hidden 17,3 \
+        --batch 999 --epochs 1 --data "$data" --quiet >"$out/odd_sanitize.log" 2>&1 || status=1
+    echo "compute-sanitizer memcheck, --impl tiled --hidden 17,3 --batch 999: $(grep 'ERROR SUMMARY' "$out/odd_sanitize.log")"
+    return $status
 }
 
 stage_example() {
