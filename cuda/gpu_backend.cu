@@ -1,7 +1,9 @@
 /* The operation table on the GPU. Memory is device memory; every operation is queued on one
  * stream and returns at once; only download() and synchronize() wait. A timing stamp is a CUDA
- * event on that stream. The three GPU implementations differ only in their GEMM: the naive or
- * tiled kernels of kernels/, or cuBLAS. */
+ * event on that stream, and a recording is a CUDA graph captured from it. The naive, tiled and
+ * blas implementations differ only in their GEMM: the naive or tiled kernels of kernels/, or
+ * cuBLAS. The fused implementation is the tiled one plus a whole training pass in one
+ * persistent kernel (fused_pass.cu). */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,7 @@
 #include "cuda_check.h"
 #include "gpu_backend.h"
 #include "gpu_kernels.h"
+#include "fused_pass.h"
 #include "gpu_state.h"
 
 namespace {
@@ -17,20 +20,30 @@ namespace {
 /* ---- GEMM: the one operation in which the GPU implementations differ ---- */
 
 void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-    gpu_gemm_naive(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                const gemm_epilogue *epilogue) {
+    gpu_gemm_naive(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                   epilogue);
 }
 
 void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+                int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                const gemm_epilogue *epilogue) {
     gpu_state *gpu = gpu_of(be);
     gpu_gemm_tiled(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
-                   c, ldc);
+                   c, ldc, epilogue);
 }
 
+/* cublasSgemm has no epilogue: it follows as element-wise kernels (one more pass over C). */
 void gemm_cublas(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
-                 int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-    cublas_gemm(gpu_of(be)->cublas, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                 const gemm_epilogue *epilogue) {
+    gpu_state *gpu = gpu_of(be);
+    cublas_gemm(gpu->cublas, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (!epilogue) return;
+    if (epilogue->bias || epilogue->relu)
+        gpu_bias_activation(gpu->stream, c, epilogue->bias, m, n, ldc, epilogue->relu);
+    if (epilogue->relu_mask) gpu_relu_backward(gpu->stream, c, epilogue->relu_mask, m, n, ldc);
 }
 
 /* ---- memory ---- */
@@ -62,19 +75,14 @@ void synchronize(backend *be) { CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->str
 
 /* ---- the other operations: kernels/ ---- */
 
-void bias_activation(backend *be, float *z, const float *bias, int rows, int cols, bool relu) {
-    gpu_bias_activation(gpu_of(be)->stream, z, bias, rows, cols, relu);
-}
-
-void relu_backward(backend *be, float *grad, const float *activation, size_t count) {
-    gpu_relu_backward(gpu_of(be)->stream, grad, activation, count);
-}
-
 void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labels, int rows,
-                           int classes, float grad_scale, float *grad, float *row_loss,
-                           float *row_correct, int32_t *prediction) {
-    gpu_softmax_cross_entropy(gpu_of(be)->stream, logits, labels, rows, classes, grad_scale, grad,
-                              row_loss, row_correct, prediction);
+                           int classes, float grad_scale, float *grad, float *bias_grad,
+                           float *row_loss, float *row_correct, int32_t *prediction,
+                           const pass_cursor *cursor) {
+    gpu_state *gpu = gpu_of(be);
+    gpu_softmax_cross_entropy(gpu->stream, logits, labels, rows, classes, grad_scale, grad,
+                              bias_grad, row_loss, row_correct, prediction, cursor,
+                              gpu->softmax_scratch);
 }
 
 void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
@@ -91,8 +99,12 @@ void sgd_momentum_step(backend *be, float *param, float *velocity, const float *
 }
 
 void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-               float lr, float beta1, float beta2, float eps, int step) {
-    gpu_adam_step(gpu_of(be)->stream, param, m, v, grad, n, lr, beta1, beta2, eps, step);
+               float lr, float beta1, float beta2, float eps, const pass_cursor *cursor) {
+    gpu_adam_step(gpu_of(be)->stream, param, m, v, grad, n, lr, beta1, beta2, eps, cursor);
+}
+
+void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
+    gpu_advance_cursor(gpu_of(be)->stream, cursor, rows);
 }
 
 /* ---- timing: CUDA events on the stream ---- */
@@ -130,11 +142,47 @@ void stamp_destroy(backend *be, timing_stamp *s) {
     delete s;
 }
 
+/* ---- recording: a CUDA graph captured from the stream ---- */
+
+} // namespace
+
+struct recording {
+    cudaGraphExec_t graph;
+};
+
+namespace {
+
+/* Thread-local capture: a CUDA call of this thread that is illegal while capturing (a
+ * synchronizing copy, say) fails loudly instead of being recorded or run. */
+void record_begin(backend *be) {
+    CUDA_CHECK(cudaStreamBeginCapture(gpu_of(be)->stream, cudaStreamCaptureModeThreadLocal));
+}
+
+recording *record_end(backend *be) {
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamEndCapture(gpu_of(be)->stream, &graph));
+    recording *r = new recording;
+    CUDA_CHECK(cudaGraphInstantiate(&r->graph, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph)); /* the executable graph is a copy */
+    return r;
+}
+
+void replay(backend *be, recording *r) { CUDA_CHECK(cudaGraphLaunch(r->graph, gpu_of(be)->stream)); }
+
+void recording_destroy(backend *be, recording *r) {
+    (void)be;
+    CUDA_CHECK(cudaGraphExecDestroy(r->graph));
+    delete r;
+}
+
 void destroy(backend *be) {
     gpu_state *gpu = gpu_of(be);
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
+    if (gpu->fused) fused_pass_destroy(gpu->fused);
     if (gpu->cublas) CUBLAS_CHECK(cublasDestroy(gpu->cublas));
+    if (gpu->cublas_workspace) CUDA_CHECK(cudaFree(gpu->cublas_workspace));
     if (gpu->gemm_workspace.data) CUDA_CHECK(cudaFree(gpu->gemm_workspace.data));
+    gpu_softmax_scratch_destroy(gpu->softmax_scratch);
     CUDA_CHECK(cudaStreamDestroy(gpu->stream));
     delete gpu;
     delete be;
@@ -143,14 +191,55 @@ void destroy(backend *be) {
 struct gpu_impl {
     const char *name;
     gemm_fn *gemm;
+    bool fused; /* a whole pass in one persistent kernel, the tiled kernels for the rest */
     const char *description;
 };
 
 const gpu_impl gpu_impls[] = {
-    {"naive", gemm_naive, "naive CUDA kernels"},
-    {"tiled", gemm_tiled, "tiled CUDA kernels"},
-    {"blas", gemm_cublas, "cuBLAS"},
+    {"naive", gemm_naive, false, "naive CUDA kernels"},
+    {"tiled", gemm_tiled, false, "tiled CUDA kernels"},
+    {"blas", gemm_cublas, false, "cuBLAS"},
+    {"fused", gemm_tiled, true, "fused persistent kernel, tiled kernels for the test pass"},
 };
+
+/* cuBLAS's recommended workspace on Hopper. Given to cuBLAS once, so that it never allocates
+ * one itself, which it could not do while a step is being captured into a graph. */
+constexpr size_t CUBLAS_WORKSPACE_BYTES = size_t(32) << 20;
+
+void fill_table(backend *be, const gpu_impl *chosen) {
+    be->device_name = "gpu";
+    be->impl_name = chosen->name;
+    be->alloc = device_alloc;
+    be->release = device_release;
+    be->upload = upload;
+    be->download = download;
+    be->synchronize = synchronize;
+    be->gemm = chosen->gemm;
+    be->softmax_cross_entropy = softmax_cross_entropy;
+    be->column_sums = column_sums;
+    be->sum = sum;
+    be->sgd_momentum_step = sgd_momentum_step;
+    be->adam_step = adam_step;
+    be->advance_cursor = advance_cursor;
+    be->feed_create = gpu_feed_create;
+    be->feed_start_pass = gpu_feed_start_pass;
+    be->feed_next = gpu_feed_next;
+    be->feed_recordable = gpu_feed_recordable;
+    be->feed_destroy = gpu_feed_destroy;
+    be->record_begin = record_begin;
+    be->record_end = record_end;
+    be->replay = replay;
+    be->recording_destroy = recording_destroy;
+    if (chosen->fused) {
+        be->pass_supported = fused_pass_supported;
+        be->run_pass = fused_pass_run;
+    }
+    be->stamp_create = stamp_create;
+    be->stamp_record = stamp_record;
+    be->stamp_elapsed_ms = stamp_elapsed_ms;
+    be->stamp_destroy = stamp_destroy;
+    be->destroy = destroy;
+}
 
 } // namespace
 
@@ -191,39 +280,22 @@ extern "C" backend *gpu_backend_create(const char *impl) {
     cudaDeviceProp properties;
     CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->stream, cudaStreamNonBlocking));
-    if (chosen->gemm == gemm_cublas) gpu->cublas = cublas_gemm_handle(gpu->stream, false);
+    if (chosen->gemm == gemm_cublas) {
+        gpu->cublas = cublas_gemm_handle(gpu->stream, false);
+        gpu->cublas_workspace = gpu_alloc_or_exit(CUBLAS_WORKSPACE_BYTES);
+        CUBLAS_CHECK(cublasSetWorkspace(gpu->cublas, gpu->cublas_workspace, CUBLAS_WORKSPACE_BYTES));
+    }
     if (chosen->gemm == gemm_tiled) {
         gpu->gemm_workspace.floats = GPU_GEMM_WORKSPACE_FLOATS;
         gpu->gemm_workspace.data =
             static_cast<float *>(gpu_alloc_or_exit(GPU_GEMM_WORKSPACE_FLOATS * sizeof(float)));
     }
+    gpu->softmax_scratch = gpu_softmax_scratch_create();
+    if (chosen->fused) gpu->fused = fused_pass_create();
 
     backend *be = new backend{};
-    be->device_name = "gpu";
-    be->impl_name = chosen->name;
     be->state = gpu;
-    be->alloc = device_alloc;
-    be->release = device_release;
-    be->upload = upload;
-    be->download = download;
-    be->synchronize = synchronize;
-    be->gemm = chosen->gemm;
-    be->bias_activation = bias_activation;
-    be->relu_backward = relu_backward;
-    be->softmax_cross_entropy = softmax_cross_entropy;
-    be->column_sums = column_sums;
-    be->sum = sum;
-    be->sgd_momentum_step = sgd_momentum_step;
-    be->adam_step = adam_step;
-    be->feed_create = gpu_feed_create;
-    be->feed_start_pass = gpu_feed_start_pass;
-    be->feed_next = gpu_feed_next;
-    be->feed_destroy = gpu_feed_destroy;
-    be->stamp_create = stamp_create;
-    be->stamp_record = stamp_record;
-    be->stamp_elapsed_ms = stamp_elapsed_ms;
-    be->stamp_destroy = stamp_destroy;
-    be->destroy = destroy;
+    fill_table(be, chosen);
     std::snprintf(be->description, sizeof be->description, "%.64s, %d SMs, %s", properties.name,
                   properties.multiProcessorCount, chosen->description);
     return be;

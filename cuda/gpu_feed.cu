@@ -1,7 +1,8 @@
 /* Batch feeds on the GPU: how each batch's samples get to the device.
  *
  * resident (--data device, the default): the whole data set (bytes) is copied to the device
- *   once; each batch is gathered there from the pass's shuffled order by one kernel.
+ *   once; each batch is gathered there from the pass's shuffled order by one kernel, which
+ *   finds its batch through the pass cursor in device memory: so it can be recorded.
  * host (--data host): each batch is gathered on the host into a staging buffer (pixel bytes,
  *   then labels), copied host→device, and converted to floats on the device. Bytes travel, not
  *   floats: a quarter of the traffic. The staging buffer is
@@ -26,7 +27,7 @@ struct batch_feed {
     const dataset *data;
     int max_rows;
     feed_options options;
-    int position;          /* next sample of the pass to hand out */
+    int position;          /* host feeds: next sample of the pass to hand out */
     float *x;              /* the batch handed out: max_rows × features, on the device */
     uint8_t *y;            /* its labels */
 
@@ -114,7 +115,7 @@ void convert_stage(batch_feed *f, int b, int rows) {
     const dataset *d = f->data;
     const uint8_t *pixels = f->device_stage[b];
     gpu_gather_normalize(gpu_of(f->be)->stream, pixels, pixels + (size_t)rows * d->features,
-                         nullptr, rows, d->features, d->scale, d->shift, f->x, f->y);
+                         nullptr, nullptr, rows, d->features, d->scale, d->shift, f->x, f->y);
 }
 
 /* --overlap: starts copying the next batch on the copy stream. */
@@ -130,11 +131,11 @@ void prefetch(batch_feed *f) {
     f->fetch_position += rows;
 }
 
-batch_view next_resident(batch_feed *f, int rows) {
+batch_view next_resident(batch_feed *f, int rows, const pass_cursor *cursor) {
     const dataset *d = f->data;
     gpu_gather_normalize(gpu_of(f->be)->stream, f->device_pixels, f->device_labels,
-                         f->device_order + f->position, rows, d->features, d->scale, d->shift,
-                         f->x, f->y);
+                         f->device_order, cursor, rows, d->features, d->scale, d->shift, f->x,
+                         f->y);
     return {f->x, f->y, rows};
 }
 
@@ -194,20 +195,24 @@ void gpu_feed_start_pass(batch_feed *f, const int32_t *order) {
     }
 }
 
-batch_view gpu_feed_next(batch_feed *f, int rows) {
+/* The resident feed reads its batch's place from the cursor on the device; the host feeds
+ * gather on the host, so they keep their own count of the rows handed out (the same place). */
+batch_view gpu_feed_next(batch_feed *f, int rows, const pass_cursor *cursor) {
+    if (f->options.placement == DATA_RESIDENT) return next_resident(f, rows, cursor);
     if (rows > f->max_rows || f->position + rows > f->data->count) {
         std::fprintf(stderr, "mlp_train: internal error: batch of %d rows past the feed's end\n", rows);
         std::exit(1);
     }
-    batch_view batch;
-    if (f->options.placement == DATA_RESIDENT)
-        batch = next_resident(f, rows);
-    else if (f->options.overlap)
-        batch = next_overlapped(f, rows);
-    else
-        batch = next_staged(f, rows);
+    batch_view batch = f->options.overlap ? next_overlapped(f, rows) : next_staged(f, rows);
     f->position += rows;
     return batch;
+}
+
+bool gpu_feed_recordable(const batch_feed *f) { return f->options.placement == DATA_RESIDENT; }
+
+gpu_resident_data gpu_feed_resident_data(const batch_feed *f) {
+    return {f->device_pixels, f->device_labels, f->device_order, f->data->count,
+            f->data->features, f->data->scale, f->data->shift};
 }
 
 void gpu_feed_destroy(batch_feed *f) {

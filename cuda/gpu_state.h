@@ -12,7 +12,10 @@
 struct gpu_state {
     cudaStream_t stream;                /* every operation of the step runs on it, in order */
     cublasHandle_t cublas;              /* blas implementation only */
+    void *cublas_workspace;             /* its workspace, fixed so that its calls can be recorded */
     gpu_gemm_workspace gemm_workspace;  /* tiled implementation only: split-K's partial sums */
+    gpu_softmax_scratch softmax_scratch; /* the output bias gradient's partial sums */
+    struct fused_pass *fused;           /* fused implementation only (fused_pass.cu) */
 };
 
 inline gpu_state *gpu_of(backend *be) { return static_cast<gpu_state *>(be->state); }
@@ -20,7 +23,18 @@ inline gpu_state *gpu_of(backend *be) { return static_cast<gpu_state *>(be->stat
 /* Batch feeds: see gpu_feed.cu. */
 batch_feed *gpu_feed_create(backend *be, const dataset *data, int max_rows, feed_options opts);
 void gpu_feed_start_pass(batch_feed *feed, const int32_t *order);
-batch_view gpu_feed_next(batch_feed *feed, int rows);
+batch_view gpu_feed_next(batch_feed *feed, int rows, const pass_cursor *cursor);
+bool gpu_feed_recordable(const batch_feed *feed);
+
+/* A resident feed's data on the device (for the fused implementation, which gathers its own
+ * batches): pixels count×features bytes, labels, and the pass's order. */
+struct gpu_resident_data {
+    const uint8_t *pixels, *labels;
+    const int32_t *order;
+    int count, features;
+    float scale, shift;
+};
+gpu_resident_data gpu_feed_resident_data(const batch_feed *feed);
 void gpu_feed_destroy(batch_feed *feed);
 
 /* cudaMalloc that names the size when the device runs out. */

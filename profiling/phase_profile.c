@@ -5,7 +5,8 @@
 
 #include "nvtx_ranges.h"
 
-const char *const phase_names[PHASE_COUNT] = {"h2d", "forward", "backward", "update", "d2h", "eval"};
+const char *const phase_names[PHASE_COUNT] = {"h2d",   "forward", "backward", "update",
+                                              "compute", "d2h",   "eval"};
 
 /* Enough slots that a slot comes round again only after the device has long passed it
  * (a step has four phases, so this is 128 steps of lag). */
@@ -63,6 +64,7 @@ static void harvest(phase_profile *p, phase_slot *slot) {
 }
 
 void phase_begin(phase_profile *p, phase_id phase) {
+    if (!p) return;
     nvtx_range_push(phase_names[phase]);
     if (!p->timed) return;
     if (p->current >= 0) {
@@ -79,6 +81,7 @@ void phase_begin(phase_profile *p, phase_id phase) {
 }
 
 void phase_end(phase_profile *p, phase_id phase) {
+    if (!p) return;
     if (p->timed) {
         if (p->current < 0 || p->ring[p->current].phase != phase) {
             fprintf(stderr, "mlp_train: internal error: phase %s ended but not begun\n",

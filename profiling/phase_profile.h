@@ -18,6 +18,8 @@ typedef enum {
     PHASE_FORWARD,  /* layers, softmax and loss */
     PHASE_BACKWARD, /* gradients */
     PHASE_UPDATE,   /* optimizer step */
+    PHASE_COMPUTE,  /* "compute": a step replayed from a recording, or a whole pass in one call:
+                     * the four phases above, which then cannot be told apart */
     PHASE_D2H,      /* reducing and copying the epoch's loss and accuracy to the host */
     PHASE_EVAL,     /* the test-set pass */
     PHASE_COUNT
@@ -36,6 +38,7 @@ typedef struct phase_profile phase_profile;
 phase_profile *phase_profile_create(backend *be, bool timed);
 void phase_profile_destroy(phase_profile *p);
 
+/* p == NULL: nothing at all (while work is being recorded rather than run). */
 void phase_begin(phase_profile *p, phase_id phase);
 void phase_end(phase_profile *p, phase_id phase);
 

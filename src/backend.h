@@ -3,6 +3,9 @@
  * The trainer (trainer.c, model.c, optimizer.c) is written once against this table and never asks
  * which implementation it holds. An implementation is a device (CPU or GPU) plus a GEMM
  * (naive, tiled or the vendor BLAS); cpu_backend.c and cuda/gpu_backend.cu fill the table in.
+ * Two parts are optional and change how the trainer drives a pass, not what it computes: a
+ * device that can record a step and replay it (CUDA graphs), and an implementation that runs a
+ * whole pass in one call (--impl fused, one persistent kernel).
  *
  * Conventions for every operation:
  *   - All matrices are row-major. "A is M×K" means M rows of K floats; lda is the row stride.
@@ -23,13 +26,36 @@ typedef struct backend backend;
 typedef struct batch_feed batch_feed;
 typedef struct timing_stamp timing_stamp;
 typedef struct dataset dataset;
+typedef struct recording recording;
+typedef struct mlp_shape mlp_shape;
+typedef struct optimizer_config optimizer_config;
 
-/* C = alpha * op(A) * op(B) + beta * C.
+/* What a GEMM does to C after the product, in this order (each part optional):
+ *   C[i][j] += bias[j]               (bias: N floats, broadcast over the rows)
+ *   C[i][j]  = max(C[i][j], 0)       (relu: a hidden layer's activation)
+ *   C[i][j]  = 0 where mask[i][j] <= 0  (relu_mask: M×N, row stride ldc; the ReLU's backward,
+ *                                        mask being the ReLU's output)
+ * Fusing it into the GEMM saves a pass over C; cpu_ops.h defines the unfused operations. */
+typedef struct {
+    const float *bias;
+    bool relu;
+    const float *relu_mask;
+} gemm_epilogue;
+
+/* C = epilogue(alpha * op(A) * op(B) + beta * C); epilogue NULL means none.
  * op(A) is M×K (A itself is K×M when trans_a), op(B) is K×N (B is N×K when trans_b), C is M×N.
  * beta == 0 means C is only written, never read (so C may hold garbage or NaN on entry). */
 typedef void gemm_fn(backend *be, bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                     int ldc);
+                     int ldc, const gemm_epilogue *epilogue);
+
+/* Where a pass (over the training or the test set) stands, kept in the backend's memory. The
+ * operations of a step read it instead of taking its values as arguments, so the step's
+ * arguments are the same every time and a recorded step (a CUDA graph) can be replayed. */
+typedef struct {
+    int32_t first_row;       /* the current batch's first sample, counted in the pass's order */
+    int32_t optimizer_steps; /* updates made before the current step (Adam's bias correction) */
+} pass_cursor;
 
 /* Where the training batches come from on a GPU (the CPU always reads host memory in place). */
 typedef enum {
@@ -50,6 +76,20 @@ typedef struct {
     int rows;
 } batch_view;
 
+/* A training pass handed to run_pass whole: the model's parameters and optimizer state, where the
+ * batches come from, and where the per-sample metrics go. */
+typedef struct {
+    const mlp_shape *shape;
+    const optimizer_config *optimizer; /* the kind, learning rate and hyperparameters */
+    float *params;                     /* shape->param_count floats, updated in place */
+    float *optimizer_state[2];         /* SGD: velocity; Adam: first and second moments */
+    batch_feed *feed;                  /* the pass's samples, in the order feed_start_pass set */
+    int samples;                       /* samples in the pass */
+    int batch;                         /* rows per step; the last step takes the remainder */
+    float *row_loss, *row_correct;     /* per-sample loss and correctness, samples each */
+    pass_cursor *cursor;               /* {0, updates so far} before; past the last step after */
+} training_pass;
+
 struct backend {
     const char *device_name; /* "cpu" or "gpu" */
     const char *impl_name;   /* "naive", "tiled" or "blas" */
@@ -66,20 +106,18 @@ struct backend {
     /* ---- the math of one training step ---- */
     gemm_fn *gemm;
 
-    /* z (rows×cols) += bias (cols) broadcast over rows; then z = max(z, 0) when relu. */
-    void (*bias_activation)(backend *be, float *z, const float *bias, int rows, int cols, bool relu);
-
-    /* grad[i] = 0 where activation[i] <= 0 (activation is the ReLU output of the same layer). */
-    void (*relu_backward)(backend *be, float *grad, const float *activation, size_t count);
-
-    /* For each of rows rows of logits (rows×classes), stably:
-     *   row_loss[r]    = logsumexp(logits[r]) - logits[r][labels[r]]
-     *   row_correct[r] = 1 if argmax(logits[r]) == labels[r] else 0  (first maximum wins)
-     *   grad[r][c]     = grad_scale * (softmax(logits[r])[c] - (c == labels[r]))  (skipped if grad == NULL)
-     *   prediction[r]  = argmax(logits[r])                              (skipped if prediction == NULL) */
+    /* For each of rows rows of logits (rows×classes), stably, with o = cursor->first_row
+     * (0 when cursor is NULL), the row's place in the pass:
+     *   row_loss[o+r]    = logsumexp(logits[r]) - logits[r][labels[r]]
+     *   row_correct[o+r] = 1 if argmax(logits[r]) == labels[r] else 0  (first maximum wins)
+     *   prediction[o+r]  = argmax(logits[r])                              (skipped if NULL)
+     *   grad[r][c]       = grad_scale * (softmax(logits[r])[c] - (c == labels[r]))  (skipped if NULL)
+     *   bias_grad[c]     = sum over r of grad[r][c]: the output layer's bias gradient
+     *                      (skipped if NULL; needs grad) */
     void (*softmax_cross_entropy)(backend *be, const float *logits, const uint8_t *labels, int rows,
-                                  int classes, float grad_scale, float *grad, float *row_loss,
-                                  float *row_correct, int32_t *prediction);
+                                  int classes, float grad_scale, float *grad, float *bias_grad,
+                                  float *row_loss, float *row_correct, int32_t *prediction,
+                                  const pass_cursor *cursor);
 
     /* sums[c] = sum over r of matrix[r][c], matrix is rows×cols; a deterministic reduction. */
     void (*column_sums)(backend *be, const float *matrix, int rows, int cols, float *sums);
@@ -87,22 +125,45 @@ struct backend {
     /* *result = sum of x[0..n); result is one float in the backend's memory. Deterministic. */
     void (*sum)(backend *be, const float *x, size_t n, float *result);
 
-    /* velocity = momentum * velocity + grad;  param -= lr * velocity   (PyTorch's convention) */
+    /* velocity = momentum * velocity + grad;  param -= lr * velocity   (PyTorch's convention).
+     * One call updates every parameter of the model (they are one flat array). */
     void (*sgd_momentum_step)(backend *be, float *param, float *velocity, const float *grad,
                               size_t n, float lr, float momentum);
 
-    /* Adam with bias correction; step counts from 1. */
+    /* Adam with bias correction, at step t = cursor->optimizer_steps + 1. */
     void (*adam_step)(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-                      float lr, float beta1, float beta2, float eps, int step);
+                      float lr, float beta1, float beta2, float eps, const pass_cursor *cursor);
+
+    /* The end of a step: cursor->first_row += rows, cursor->optimizer_steps += 1. */
+    void (*advance_cursor)(backend *be, pass_cursor *cursor, int rows);
 
     /* ---- batches ---- */
     batch_feed *(*feed_create)(backend *be, const dataset *data, int max_rows, feed_options opts);
     /* The order of samples for the coming pass; order has data->count indices. */
     void (*feed_start_pass)(batch_feed *feed, const int32_t *order);
-    /* The next rows samples of the pass, in order. Batches are taken whole, max_rows at a time,
-     * except the pass's last, which is the remainder (a feed may prefetch on that basis). */
-    batch_view (*feed_next)(batch_feed *feed, int rows);
+    /* The batch of rows samples starting at cursor->first_row in the pass's order. Batches are
+     * taken in order, max_rows at a time, except the pass's last, which is the remainder (a feed
+     * may prefetch on that basis). */
+    batch_view (*feed_next)(batch_feed *feed, int rows, const pass_cursor *cursor);
+    /* Whether feed_next's work may be recorded (false when each batch is copied from the host). */
+    bool (*feed_recordable)(const batch_feed *feed);
     void (*feed_destroy)(batch_feed *feed);
+
+    /* ---- recording (optional: NULL where the device cannot record work) ----
+     * The operations queued between record_begin and record_end are recorded, not run; replay
+     * runs them again, with the same arguments, as often as asked (on the GPU: a CUDA graph,
+     * captured from the stream). Operations that wait for the device (upload, download,
+     * synchronize) must not be recorded. */
+    void (*record_begin)(backend *be);
+    recording *(*record_end)(backend *be);
+    void (*replay)(backend *be, recording *r);
+    void (*recording_destroy)(backend *be, recording *r);
+
+    /* ---- a whole training pass in one call (optional: --impl fused) ----
+     * pass_supported says whether run_pass can train this model from this feed (and if not,
+     * why); where it cannot, the trainer runs the pass step by step with the operations above. */
+    bool (*pass_supported)(backend *be, const training_pass *pass, char *why, size_t why_size);
+    void (*run_pass)(backend *be, const training_pass *pass);
 
     /* ---- timing: a stamp marks a point in the backend's stream of work ---- */
     timing_stamp *(*stamp_create)(backend *be);

@@ -22,6 +22,11 @@ static const char USAGE[] =
     "  --device cpu|gpu        where to run (default: the GPU if one is present)\n"
     "  --impl naive|tiled|blas the kernels: textbook loops, cache/shared-memory tiled,\n"
     "                          or OpenBLAS / cuBLAS (default: blas; 'cublas' = blas on gpu)\n"
+    "  --impl fused            GPU: one persistent kernel trains a whole epoch (one hidden\n"
+    "                          layer; other models fall back to tiled, with a message)\n"
+    "  --graph on|off          GPU: record a training step once as a CUDA graph and replay\n"
+    "                          it (default: on; off queues each kernel, and --profile then\n"
+    "                          times each phase)\n"
     "  --threads N             CPU threads for OpenMP and OpenBLAS (default: all cores)\n"
     "\n"
     "Data:\n"
@@ -47,8 +52,9 @@ static const char USAGE[] =
     "  --seed N                seed of the weights and the batch order (default: 42)\n"
     "\n"
     "Output:\n"
-    "  --profile               time each phase (h2d, forward, backward, update, d2h, eval)\n"
-    "                          and print a table per epoch and for the run\n"
+    "  --profile               time each phase (h2d, forward, backward, update, d2h, eval;\n"
+    "                          'compute' for graph-replayed steps and fused passes) and the\n"
+    "                          start-up, and print a table per epoch and for the run\n"
     "  --json                  print one JSON object with the configuration and results\n"
     "                          on stdout at the end (and nothing else on stdout)\n"
     "  --log FILE.csv          write the per-epoch results as CSV\n"
@@ -68,7 +74,7 @@ static const char USAGE[] =
 
 enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
-    OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_SEED,
+    OPT_GRAPH, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_SEED,
     OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
@@ -80,6 +86,7 @@ static const struct option LONG_OPTIONS[] = {
     {"data", required_argument, NULL, OPT_DATA},
     {"pinned", no_argument, NULL, OPT_PINNED},
     {"overlap", no_argument, NULL, OPT_OVERLAP},
+    {"graph", required_argument, NULL, OPT_GRAPH},
     {"hidden", required_argument, NULL, OPT_HIDDEN},
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"batch", required_argument, NULL, OPT_BATCH},
@@ -195,11 +202,13 @@ static void set_defaults(cli_options *o) {
     o->optimizer = (optimizer_config){OPTIMIZER_SGD, 0.0f, 0.9f, 0.9f, 0.999f, 1e-8f};
     o->seed = 42;
     o->feed = (feed_options){DATA_RESIDENT, false};
+    o->graph = true;
 }
 
 static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned) {
     static const char *const devices[] = {"cpu", "gpu", NULL};
-    static const char *const impls[] = {"naive", "tiled", "blas", "cublas", NULL};
+    static const char *const impls[] = {"naive", "tiled", "blas", "cublas", "fused", NULL};
+    static const char *const on_off[] = {"on", "off", NULL};
     static const char *const datasets[] = {"mnist", "fashion", NULL};
     static const char *const optimizers[] = {"sgd", "adam", NULL};
     switch (code) {
@@ -217,6 +226,10 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
         return true;
     case OPT_PINNED: *pinned = true; return true;
     case OPT_OVERLAP: o->feed.overlap = true; return true;
+    case OPT_GRAPH:
+        o->graph = strcmp(arg, "on") == 0;
+        o->graph_given = true;
+        return one_of("--graph", arg, on_off);
     case OPT_HIDDEN: return parse_hidden(arg, o);
     case OPT_EPOCHS: return parse_int("--epochs", arg, 1, 1000000, &o->epochs);
     case OPT_BATCH: return parse_int("--batch", arg, 1, 65536, &o->batch);
@@ -248,6 +261,11 @@ static bool check_consistency(cli_options *o, bool pinned) {
         o->impl = "blas";
         o->device = "gpu";
     }
+    if (strcmp(o->impl, "fused") == 0) {
+        if (o->device && strcmp(o->device, "gpu") != 0)
+            return usage_error("--impl fused runs on the GPU, not with --device %s", o->device);
+        o->device = "gpu";
+    }
     if (o->feed.overlap || pinned) {
         if (o->feed.placement != DATA_HOST_PAGEABLE)
             return usage_error("%s only applies with --data host",
@@ -257,6 +275,11 @@ static bool check_consistency(cli_options *o, bool pinned) {
     if (o->placement_given && o->device && strcmp(o->device, "cpu") == 0)
         return usage_error("--data host|device chooses where a GPU reads its batches; "
                            "the CPU always reads host memory");
+    if (o->graph_given && o->graph && o->device && strcmp(o->device, "cpu") == 0)
+        return usage_error("--graph on records CUDA graphs: it needs --device gpu");
+    if (o->graph_given && o->graph && o->feed.placement != DATA_RESIDENT)
+        return usage_error("--graph on cannot replay steps that copy each batch from the host: "
+                           "use --data device, or --graph off");
     if (o->eval_only && !o->load_path)
         return usage_error("--eval needs --load FILE: there is nothing to evaluate");
     if (o->eval_only && (o->save_path || o->log_path))

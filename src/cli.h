@@ -11,7 +11,7 @@
 
 typedef struct {
     const char *device;    /* "cpu", "gpu", or NULL: the GPU if there is one */
-    const char *impl;      /* "naive", "tiled" or "blas" */
+    const char *impl;      /* "naive", "tiled", "blas" or "fused" */
     const char *dataset;   /* "mnist" or "fashion" */
     const char *data_dir;  /* NULL: data/<dataset> */
     int hidden[MLP_MAX_LAYERS];
@@ -25,6 +25,8 @@ typedef struct {
     int threads;           /* 0: one per core */
     feed_options feed;
     bool placement_given;
+    bool graph;            /* record steps as CUDA graphs where possible */
+    bool graph_given;
     bool profile, json, quiet, eval_only;
     const char *log_path, *save_path, *load_path;
 } cli_options;

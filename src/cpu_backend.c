@@ -17,25 +17,36 @@
 
 /* ---- GEMM: the one operation in which the CPU implementations differ ---- */
 
+/* The epilogue as a pass of its own over C, after the product. */
+static void apply_epilogue(int m, int n, float *c, int ldc, const gemm_epilogue *epilogue) {
+    if (!epilogue) return;
+    if (epilogue->bias || epilogue->relu)
+        cpu_bias_activation(c, epilogue->bias, m, n, ldc, epilogue->relu);
+    if (epilogue->relu_mask) cpu_relu_backward(c, epilogue->relu_mask, m, n, ldc);
+}
+
 static void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                       int ldc) {
+                       int ldc, const gemm_epilogue *epilogue) {
     (void)be;
     cpu_gemm_naive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    apply_epilogue(m, n, c, ldc, epilogue);
 }
 
 static void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                       int ldc) {
+                       int ldc, const gemm_epilogue *epilogue) {
     (void)be;
     cpu_gemm_tiled(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    apply_epilogue(m, n, c, ldc, epilogue);
 }
 
 static void gemm_blas(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                      int ldc) {
+                      int ldc, const gemm_epilogue *epilogue) {
     (void)be;
     cpu_gemm_blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    apply_epilogue(m, n, c, ldc, epilogue);
 }
 
 /* ---- memory ---- */
@@ -65,22 +76,17 @@ static void nothing_to_wait_for(backend *be) { (void)be; }
 
 /* ---- the operations, forwarded to cpu_ops.c ---- */
 
-static void bias_activation(backend *be, float *z, const float *bias, int rows, int cols, bool relu) {
-    (void)be;
-    cpu_bias_activation(z, bias, rows, cols, relu);
-}
-
-static void relu_backward(backend *be, float *grad, const float *activation, size_t count) {
-    (void)be;
-    cpu_relu_backward(grad, activation, count);
-}
+static int32_t first_row(const pass_cursor *cursor) { return cursor ? cursor->first_row : 0; }
 
 static void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labels, int rows,
-                                  int classes, float grad_scale, float *grad, float *row_loss,
-                                  float *row_correct, int32_t *prediction) {
+                                  int classes, float grad_scale, float *grad, float *bias_grad,
+                                  float *row_loss, float *row_correct, int32_t *prediction,
+                                  const pass_cursor *cursor) {
     (void)be;
-    cpu_softmax_cross_entropy(logits, labels, rows, classes, grad_scale, grad, row_loss,
-                              row_correct, prediction);
+    int32_t o = first_row(cursor);
+    cpu_softmax_cross_entropy(logits, labels, rows, classes, grad_scale, grad, row_loss + o,
+                              row_correct + o, prediction ? prediction + o : NULL);
+    if (bias_grad) cpu_column_sums(grad, rows, classes, bias_grad);
 }
 
 static void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
@@ -100,9 +106,15 @@ static void sgd_momentum_step(backend *be, float *param, float *velocity, const 
 }
 
 static void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-                      float lr, float beta1, float beta2, float eps, int step) {
+                      float lr, float beta1, float beta2, float eps, const pass_cursor *cursor) {
     (void)be;
-    cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, step);
+    cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, cursor->optimizer_steps + 1);
+}
+
+static void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
+    (void)be;
+    cursor->first_row += rows;
+    cursor->optimizer_steps++;
 }
 
 /* ---- batches: gathered from the host data set into one reusable buffer ---- */
@@ -111,7 +123,6 @@ struct batch_feed {
     const dataset *data;
     int max_rows;
     int32_t *order; /* data->count indices for the current pass */
-    int position;   /* next index in order */
     float *x;       /* max_rows × features */
     uint8_t *y;     /* max_rows */
 };
@@ -133,19 +144,23 @@ static batch_feed *feed_create(backend *be, const dataset *data, int max_rows, f
 
 static void feed_start_pass(batch_feed *feed, const int32_t *order) {
     memcpy(feed->order, order, (size_t)feed->data->count * sizeof(int32_t));
-    feed->position = 0;
 }
 
-static batch_view feed_next(batch_feed *feed, int rows) {
+static batch_view feed_next(batch_feed *feed, int rows, const pass_cursor *cursor) {
     const dataset *d = feed->data;
-    if (rows > feed->max_rows || feed->position + rows > d->count) {
+    if (rows > feed->max_rows || cursor->first_row + rows > d->count) {
         fprintf(stderr, "mlp_train: internal error: batch of %d rows past the feed's end\n", rows);
         exit(1);
     }
-    cpu_gather_normalize(d->pixels, d->labels, feed->order + feed->position, rows, d->features,
+    cpu_gather_normalize(d->pixels, d->labels, feed->order + cursor->first_row, rows, d->features,
                          d->scale, d->shift, feed->x, feed->y);
-    feed->position += rows;
     return (batch_view){feed->x, feed->y, rows};
+}
+
+/* Nothing on the CPU is recorded: each step runs as it is queued. */
+static bool feed_recordable(const batch_feed *feed) {
+    (void)feed;
+    return false;
 }
 
 static void feed_destroy(batch_feed *feed) {
@@ -217,16 +232,16 @@ backend *cpu_backend_create(const char *impl) {
         .download = host_copy,
         .synchronize = nothing_to_wait_for,
         .gemm = cpu_impls[chosen].gemm,
-        .bias_activation = bias_activation,
-        .relu_backward = relu_backward,
         .softmax_cross_entropy = softmax_cross_entropy,
         .column_sums = column_sums,
         .sum = sum,
         .sgd_momentum_step = sgd_momentum_step,
         .adam_step = adam_step,
+        .advance_cursor = advance_cursor,
         .feed_create = feed_create,
         .feed_start_pass = feed_start_pass,
         .feed_next = feed_next,
+        .feed_recordable = feed_recordable,
         .feed_destroy = feed_destroy,
         .stamp_create = stamp_create,
         .stamp_record = stamp_record,

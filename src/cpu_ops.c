@@ -6,21 +6,22 @@
 /* Below this many elements a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
 
-void cpu_bias_activation(float *z, const float *bias, int rows, int cols, bool relu) {
+void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ldz, bool relu) {
 #pragma omp parallel for if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
     for (int r = 0; r < rows; r++) {
-        float *row = z + (size_t)r * cols;
+        float *row = z + (size_t)r * ldz;
         for (int c = 0; c < cols; c++) {
-            float value = row[c] + bias[c];
+            float value = bias ? row[c] + bias[c] : row[c];
             row[c] = (relu && value < 0.0f) ? 0.0f : value;
         }
     }
 }
 
-void cpu_relu_backward(float *grad, const float *activation, size_t count) {
-#pragma omp parallel for if (count >= PARALLEL_MIN_ELEMENTS)
-    for (size_t i = 0; i < count; i++)
-        if (activation[i] <= 0.0f) grad[i] = 0.0f;
+void cpu_relu_backward(float *grad, const float *activation, int rows, int cols, int ld) {
+#pragma omp parallel for if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            if (activation[(size_t)r * ld + c] <= 0.0f) grad[(size_t)r * ld + c] = 0.0f;
 }
 
 /* One row: subtract the maximum before exponentiating, so logits of ±1e4 stay finite. */

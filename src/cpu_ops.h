@@ -13,9 +13,13 @@
 extern "C" {
 #endif
 
-void cpu_bias_activation(float *z, const float *bias, int rows, int cols, bool relu);
+/* z is rows×cols with row stride ldz: z += bias (cols floats, broadcast over rows; NULL: none),
+ * then z = max(z, 0) if relu. The unfused form of a GEMM's bias and ReLU epilogue. */
+void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ldz, bool relu);
 
-void cpu_relu_backward(float *grad, const float *activation, size_t count);
+/* grad = 0 where activation <= 0; both rows×cols with row stride ld (activation is the ReLU's
+ * output). The unfused form of a GEMM's relu_mask epilogue. */
+void cpu_relu_backward(float *grad, const float *activation, int rows, int cols, int ld);
 
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
                                float grad_scale, float *grad, float *row_loss, float *row_correct,

@@ -166,6 +166,7 @@ static bool start_trainer(run_state *s, char *err) {
         .seed = s->options.seed,
         .optimizer = s->options.optimizer,
         .feed = s->options.feed,
+        .record_steps = s->options.graph,
         .profile = s->options.profile,
         .progress = !s->options.quiet,
     };
@@ -184,6 +185,10 @@ static bool start_trainer(run_state *s, char *err) {
                                 &config, params, s->have_checkpoint ? s->loaded.state : NULL,
                                 s->loaded.optimizer_step, s->loaded.epochs_done);
     free(fresh);
+    const char *refusal = trainer_whole_pass_refusal(s->trainer);
+    if (refusal && !s->options.eval_only)
+        fprintf(stderr, "mlp_train: --impl %s: %s; training step by step instead\n",
+                s->options.impl, refusal);
     return true;
 }
 
@@ -200,8 +205,9 @@ static bool save_checkpoint(run_state *s, char *err) {
 }
 
 static run_info describe(const run_state *s) {
-    return (run_info){&s->options,     s->device,       s->be->description, s->data_dir,
-                      &s->shape,       s->threads,      s->train.count,     s->test.count};
+    return (run_info){&s->options,   s->device,     s->be->description,
+                      s->data_dir,   &s->shape,     s->threads,
+                      s->train.count, s->test.count, trainer_pass_mode(s->trainer)};
 }
 
 static int evaluate_only(run_state *s) {

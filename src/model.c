@@ -120,23 +120,24 @@ void mlp_forward(mlp_model *model, const float *x, int rows) {
     for (int l = 0; l < s->layers; l++) {
         int in = s->width[l], out = s->width[l + 1];
         float *z = model->activations[l];
-        /* Z (rows×out) = input (rows×in) · W_l (in×out) */
+        /* Z (rows×out) = input (rows×in) · W_l (in×out) + b_l, through the ReLU unless last */
+        gemm_epilogue bias_activation = {model->params + s->bias_offset[l], l < s->layers - 1, NULL};
         be->gemm(be, false, false, rows, out, in, 1.0f, input, in,
-                 model->params + s->weight_offset[l], out, 0.0f, z, out);
-        be->bias_activation(be, z, model->params + s->bias_offset[l], rows, out,
-                            l < s->layers - 1);
+                 model->params + s->weight_offset[l], out, 0.0f, z, out, &bias_activation);
         input = z;
     }
 }
 
 void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, bool for_training,
-              float *row_loss, float *row_correct, int32_t *prediction) {
+              const pass_metrics *metrics, const pass_cursor *cursor) {
     const mlp_shape *s = &model->shape;
     int last = s->layers - 1;
     float *logit_grad = for_training ? model->deltas[last % 2] : NULL;
+    float *bias_grad = for_training ? model->grads + s->bias_offset[last] : NULL;
     model->be->softmax_cross_entropy(model->be, model->activations[last], labels, rows,
-                                     s->width[s->layers], 1.0f / (float)rows, logit_grad, row_loss,
-                                     row_correct, prediction);
+                                     s->width[s->layers], 1.0f / (float)rows, logit_grad, bias_grad,
+                                     metrics->row_loss, metrics->row_correct, metrics->prediction,
+                                     cursor);
 }
 
 void mlp_backward(mlp_model *model, const float *x, int rows) {
@@ -148,14 +149,14 @@ void mlp_backward(mlp_model *model, const float *x, int rows) {
         const float *delta = model->deltas[l % 2]; /* dLoss/dZ_l, rows×out */
         /* dW_l (in×out) = input^T (in×rows) · delta (rows×out) */
         be->gemm(be, true, false, in, out, rows, 1.0f, input, in, delta, out, 0.0f,
-                 model->grads + s->weight_offset[l], out);
-        /* db_l (out) = column sums of delta */
-        be->column_sums(be, delta, rows, out, model->grads + s->bias_offset[l]);
+                 model->grads + s->weight_offset[l], out, NULL);
+        /* db_l (out) = column sums of delta; the output layer's came with the loss */
+        if (l < s->layers - 1) be->column_sums(be, delta, rows, out, model->grads + s->bias_offset[l]);
         if (l == 0) break;
-        /* dA_{l-1} (rows×in) = delta (rows×out) · W_l^T (out×in), then through the ReLU */
+        /* dZ_{l-1} (rows×in) = delta (rows×out) · W_l^T (out×in), zero where the ReLU was */
         float *input_delta = model->deltas[(l - 1) % 2];
+        gemm_epilogue relu_backward = {NULL, false, model->activations[l - 1]};
         be->gemm(be, false, true, rows, in, out, 1.0f, delta, out,
-                 model->params + s->weight_offset[l], out, 0.0f, input_delta, in);
-        be->relu_backward(be, input_delta, model->activations[l - 1], (size_t)rows * in);
+                 model->params + s->weight_offset[l], out, 0.0f, input_delta, in, &relu_backward);
     }
 }

@@ -15,7 +15,7 @@
 
 /* Parameters live in one flat array so one optimizer call updates them all. For layer l:
  * W_l is width[l] × width[l+1] row-major at weight_offset[l]; b_l has width[l+1] at bias_offset[l]. */
-typedef struct {
+typedef struct mlp_shape {
     int layers;
     int width[MLP_MAX_LAYERS + 1]; /* width[0] = inputs, width[layers] = classes */
     size_t weight_offset[MLP_MAX_LAYERS];
@@ -56,13 +56,22 @@ void mlp_model_destroy(mlp_model *model);
 /* x is rows × width[0]. Leaves the logits in activations[layers - 1]. */
 void mlp_forward(mlp_model *model, const float *x, int rows);
 
-/* Softmax cross-entropy of the logits against labels: per-row loss and correctness (and the
- * prediction if not NULL). With for_training, also the gradient of the mean loss w.r.t. the
- * logits, kept for mlp_backward. */
-void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, bool for_training,
-              float *row_loss, float *row_correct, int32_t *prediction);
+/* Where a pass's per-sample results go (each indexed by the sample's place in the pass). */
+typedef struct {
+    float *row_loss;
+    float *row_correct;
+    int32_t *prediction; /* NULL: not wanted */
+} pass_metrics;
 
-/* Gradients of the mean loss w.r.t. every parameter into model->grads (overwritten, not added). */
+/* Softmax cross-entropy of the logits against labels: each row's loss and correctness (and
+ * prediction) into metrics, at the rows starting at cursor->first_row (0 if cursor is NULL).
+ * With for_training, also the gradient of the mean loss w.r.t. the logits, kept for
+ * mlp_backward, and the output layer's bias gradient. */
+void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, bool for_training,
+              const pass_metrics *metrics, const pass_cursor *cursor);
+
+/* Gradients of the mean loss w.r.t. every parameter into model->grads (overwritten, not added);
+ * the output layer's bias gradient is mlp_loss's (for_training), so that call comes first. */
 void mlp_backward(mlp_model *model, const float *x, int rows);
 
 #endif

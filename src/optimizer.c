@@ -34,13 +34,13 @@ void optimizer_destroy(optimizer *opt) {
     free(opt);
 }
 
-void optimizer_step(optimizer *opt, float *params, const float *grads, float lr) {
+void optimizer_step(optimizer *opt, float *params, const float *grads, float lr,
+                    const pass_cursor *cursor) {
     backend *be = opt->be;
     const optimizer_config *c = &opt->config;
-    opt->step++;
     if (c->kind == OPTIMIZER_ADAM)
         be->adam_step(be, params, opt->state[0], opt->state[1], grads, opt->count, lr, c->beta1,
-                      c->beta2, c->eps, opt->step);
+                      c->beta2, c->eps, cursor);
     else
         be->sgd_momentum_step(be, params, opt->state[0], grads, opt->count, lr, c->momentum);
 }

@@ -9,7 +9,7 @@
 
 typedef enum { OPTIMIZER_SGD, OPTIMIZER_ADAM } optimizer_kind;
 
-typedef struct {
+typedef struct optimizer_config {
     optimizer_kind kind;
     float lr;
     float momentum; /* SGD */
@@ -24,7 +24,8 @@ typedef struct {
     size_t count;
     float *state[2]; /* SGD: velocity; Adam: first and second moments */
     int state_arrays; /* 1 for SGD, 2 for Adam */
-    int step;         /* updates made so far (Adam's bias correction needs it) */
+    int step;         /* updates made so far, as the host counts them (for checkpoints); the
+                       * device's count is the pass cursor's optimizer_steps */
 } optimizer;
 
 const char *optimizer_name(optimizer_kind kind);
@@ -33,7 +34,9 @@ const char *optimizer_name(optimizer_kind kind);
 optimizer *optimizer_create(backend *be, optimizer_config config, size_t count);
 void optimizer_destroy(optimizer *opt);
 
-/* One update of params from grads, with learning rate lr. */
-void optimizer_step(optimizer *opt, float *params, const float *grads, float lr);
+/* One update of params from grads, with learning rate lr: update number
+ * cursor->optimizer_steps + 1. Queued like any operation; opt->step is the caller's to count. */
+void optimizer_step(optimizer *opt, float *params, const float *grads, float lr,
+                    const pass_cursor *cursor);
 
 #endif

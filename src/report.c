@@ -20,6 +20,13 @@ static const char *placement_name(const run_info *info) {
     }
 }
 
+/* How each training pass runs (trainer.h). */
+static const char *execution_description(const char *pass_mode) {
+    if (strcmp(pass_mode, "recorded") == 0) return "each step replayed from a CUDA graph";
+    if (strcmp(pass_mode, "whole") == 0) return "each epoch in one persistent kernel";
+    return "each step's operations queued one by one";
+}
+
 void report_header(FILE *out, const run_info *info) {
     const cli_options *o = info->options;
     char layers[256];
@@ -32,6 +39,7 @@ void report_header(FILE *out, const run_info *info) {
     if (o->optimizer.kind == OPTIMIZER_SGD) fprintf(out, ", momentum %g", o->optimizer.momentum);
     fprintf(out, ", batch %d, %d epochs, seed %llu\n", o->batch, o->epochs,
             (unsigned long long)o->seed);
+    fprintf(out, "execution: %s\n", execution_description(info->pass_mode));
     fprintf(out, "%5s %10s %9s %10s %9s %9s %12s\n", "epoch", "train_loss", "train_acc",
             "test_loss", "test_acc", "time_s", "images/s");
 }
@@ -57,6 +65,7 @@ void report_phases(FILE *out, const char *title, const phase_totals *phases, dou
     double accounted = 0.0;
     for (int p = 0; p < PHASE_COUNT; p++) {
         long n = phases->count[p];
+        if (n == 0) continue; /* e.g. the per-phase rows when steps are replayed */
         accounted += phases->ms[p];
         fprintf(out, "    %-9s %11.3f %8ld %12.4f %6.1f%%\n", phase_names[p], phases->ms[p], n,
                 n ? phases->ms[p] / n : 0.0, wall_ms > 0 ? 100 * phases->ms[p] / wall_ms : 0.0);
@@ -102,8 +111,10 @@ static void json_config(FILE *out, const run_info *info) {
     json_string(out, optimizer_name(o->optimizer.kind));
     fprintf(out, ", \"lr\": %.9g, \"momentum\": %.9g, \"seed\": %llu, \"threads\": %d",
             o->optimizer.lr, o->optimizer.momentum, (unsigned long long)o->seed, info->threads);
-    fprintf(out, ", \"train_images\": %d, \"test_images\": %d}", info->train_count,
-            info->test_count);
+    fprintf(out, ", \"train_images\": %d, \"test_images\": %d, \"execution\": ",
+            info->train_count, info->test_count);
+    json_string(out, info->pass_mode);
+    fprintf(out, "}");
 }
 
 static void json_phases(FILE *out, const phase_totals *phases) {

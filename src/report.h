@@ -20,6 +20,7 @@ typedef struct {
     const mlp_shape *shape;
     int threads;
     int train_count, test_count;
+    const char *pass_mode; /* trainer_pass_mode(): "direct", "recorded" or "whole" */
 } run_info;
 
 void report_header(FILE *out, const run_info *info);

@@ -11,13 +11,11 @@
 #include "progress.h"
 #include "rng.h"
 
-/* Per-sample loss and correctness of one pass, kept on the device and reduced once per pass:
- * no host synchronization inside a step, and a deterministic sum. */
-typedef struct {
-    float *row_loss;
-    float *row_correct;
-    float *sums; /* two floats: total loss, total correct */
-} pass_metrics;
+typedef enum { PASS_DIRECT, PASS_RECORDED, PASS_WHOLE } pass_mode;
+static const char *const pass_mode_names[] = {"direct", "recorded", "whole"};
+
+/* The recorded steps: one for full batches, one for the pass's last, shorter batch. */
+enum { FULL_BATCH, LAST_BATCH, STEP_KINDS };
 
 struct trainer {
     backend *be;
@@ -26,9 +24,16 @@ struct trainer {
     mlp_model *model;
     optimizer *opt;
     batch_feed *train_feed, *test_feed;
+    /* Per-sample loss and correctness of a pass, kept on the device and reduced once per pass:
+     * no host synchronization inside a step, and a deterministic sum. */
     pass_metrics train_metrics, test_metrics;
+    float *metric_sums;                   /* two floats on the device: total loss, total correct */
+    pass_cursor *train_cursor, *test_cursor; /* on the device */
     int32_t *test_order; /* 0..test->count-1: the test pass reads in file order */
     int epochs_done;
+    pass_mode mode;
+    char whole_pass_refusal[256];
+    recording *recordings[STEP_KINDS];
     phase_profile *profile;
     progress progress;
 };
@@ -37,25 +42,39 @@ static pass_metrics metrics_create(backend *be, int count) {
     return (pass_metrics){
         be->alloc(be, (size_t)count * sizeof(float)),
         be->alloc(be, (size_t)count * sizeof(float)),
-        be->alloc(be, 2 * sizeof(float)),
+        NULL,
     };
 }
 
 static void metrics_destroy(backend *be, pass_metrics *m) {
     be->release(be, m->row_loss);
     be->release(be, m->row_correct);
-    be->release(be, m->sums);
 }
 
 /* Reduces a pass's metrics on the device and reads the two sums back. */
-static void metrics_read(backend *be, const pass_metrics *m, int count, double *mean_loss,
+static void metrics_read(trainer *t, const pass_metrics *m, int count, double *mean_loss,
                          double *accuracy) {
+    backend *be = t->be;
     float sums[2];
-    be->sum(be, m->row_loss, (size_t)count, &m->sums[0]);
-    be->sum(be, m->row_correct, (size_t)count, &m->sums[1]);
-    be->download(be, sums, m->sums, sizeof sums);
+    be->sum(be, m->row_loss, (size_t)count, &t->metric_sums[0]);
+    be->sum(be, m->row_correct, (size_t)count, &t->metric_sums[1]);
+    be->download(be, sums, t->metric_sums, sizeof sums);
     *mean_loss = sums[0] / count;
     *accuracy = sums[1] / count;
+}
+
+static void cursor_reset(backend *be, pass_cursor *cursor, int optimizer_steps) {
+    pass_cursor start = {0, optimizer_steps};
+    be->upload(be, cursor, &start, sizeof start);
+}
+
+static void *host_alloc_or_exit(size_t bytes, const char *what) {
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "mlp_train: out of host memory for %s (%zu bytes)\n", what, bytes);
+        exit(1);
+    }
+    return p;
 }
 
 /* Runs the kernels of a step and of a test pass once, on zeros, before anything is timed: CUDA
@@ -76,20 +95,85 @@ static void warm_up(trainer *t) {
     }
     float *x = be->alloc(be, x_bytes);
     uint8_t *labels = be->alloc(be, (size_t)rows);
-    float *scratch = be->alloc(be, 2 * (size_t)rows * sizeof(float)); /* row losses, correct flags */
+    pass_metrics scratch = metrics_create(be, rows);
     be->upload(be, x, zeros, x_bytes);
     be->upload(be, labels, zeros, (size_t)rows);
     for (int i = 0; i < 3; i++) {
         if (rows_list[i] <= 0) continue;
         mlp_forward(model, x, rows_list[i]);
-        mlp_loss(model, labels, rows_list[i], true, scratch, scratch + rows, NULL);
+        mlp_loss(model, labels, rows_list[i], true, &scratch, NULL);
         mlp_backward(model, x, rows_list[i]);
     }
     be->synchronize(be);
-    be->release(be, scratch);
+    metrics_destroy(be, &scratch);
     be->release(be, labels);
     be->release(be, x);
     free(zeros);
+}
+
+/* The operations of one training step, queued (or recorded: then profile is NULL, so no phase
+ * is timed or named, as nothing runs yet). */
+static void queue_step(trainer *t, int rows, phase_profile *profile) {
+    backend *be = t->be;
+    phase_begin(profile, PHASE_H2D);
+    batch_view batch = be->feed_next(t->train_feed, rows, t->train_cursor);
+    phase_end(profile, PHASE_H2D);
+
+    phase_begin(profile, PHASE_FORWARD);
+    mlp_forward(t->model, batch.x, rows);
+    mlp_loss(t->model, batch.y, rows, true, &t->train_metrics, t->train_cursor);
+    phase_end(profile, PHASE_FORWARD);
+
+    phase_begin(profile, PHASE_BACKWARD);
+    mlp_backward(t->model, batch.x, rows);
+    phase_end(profile, PHASE_BACKWARD);
+
+    phase_begin(profile, PHASE_UPDATE);
+    optimizer_step(t->opt, t->model->params, t->model->grads, t->config.optimizer.lr,
+                   t->train_cursor);
+    be->advance_cursor(be, t->train_cursor, rows);
+    phase_end(profile, PHASE_UPDATE);
+}
+
+static int last_batch_rows(const trainer *t) { return t->train->count % t->config.batch; }
+
+static void record_steps(trainer *t) {
+    backend *be = t->be;
+    int rows[STEP_KINDS] = {t->config.batch, last_batch_rows(t)};
+    for (int kind = 0; kind < STEP_KINDS; kind++) {
+        if (rows[kind] == 0) continue;
+        be->record_begin(be);
+        queue_step(t, rows[kind], NULL);
+        t->recordings[kind] = be->record_end(be);
+    }
+}
+
+static training_pass whole_pass(trainer *t) {
+    return (training_pass){
+        .shape = &t->model->shape,
+        .optimizer = &t->config.optimizer,
+        .params = t->model->params,
+        .optimizer_state = {t->opt->state[0], t->opt->state[1]},
+        .feed = t->train_feed,
+        .samples = t->train->count,
+        .batch = t->config.batch,
+        .row_loss = t->train_metrics.row_loss,
+        .row_correct = t->train_metrics.row_correct,
+        .cursor = t->train_cursor,
+    };
+}
+
+/* Whole if the backend can, else recorded if asked for and possible, else direct. */
+static pass_mode choose_pass_mode(trainer *t) {
+    backend *be = t->be;
+    if (be->pass_supported) {
+        training_pass pass = whole_pass(t);
+        if (be->pass_supported(be, &pass, t->whole_pass_refusal, sizeof t->whole_pass_refusal))
+            return PASS_WHOLE;
+    }
+    if (t->config.record_steps && be->record_begin && be->feed_recordable(t->train_feed))
+        return PASS_RECORDED;
+    return PASS_DIRECT;
 }
 
 trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *train,
@@ -116,21 +200,22 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
                        shape->param_count * sizeof(float));
         t->opt->step = optimizer_step;
     }
-    if (train) {
-        t->train_feed = be->feed_create(be, train, config->batch, config->feed);
-        t->train_metrics = metrics_create(be, train->count);
-    }
+    t->metric_sums = be->alloc(be, 2 * sizeof(float));
+    t->train_cursor = be->alloc(be, sizeof(pass_cursor));
+    t->test_cursor = be->alloc(be, sizeof(pass_cursor));
     t->test_feed = be->feed_create(be, test, max_rows, config->feed);
     t->test_metrics = metrics_create(be, test->count);
-    t->test_order = malloc((size_t)test->count * sizeof(int32_t));
-    if (!t->test_order) {
-        fprintf(stderr, "mlp_train: out of host memory for the test order\n");
-        exit(1);
-    }
+    t->test_order = host_alloc_or_exit((size_t)test->count * sizeof(int32_t), "the test order");
     for (int i = 0; i < test->count; i++) t->test_order[i] = i;
     t->profile = phase_profile_create(be, config->profile);
     progress_init(&t->progress, config->progress);
     warm_up(t);
+    if (train) {
+        t->train_feed = be->feed_create(be, train, config->batch, config->feed);
+        t->train_metrics = metrics_create(be, train->count);
+        t->mode = choose_pass_mode(t);
+        if (t->mode == PASS_RECORDED) record_steps(t);
+    }
     return t;
 }
 
@@ -138,52 +223,74 @@ void trainer_destroy(trainer *t) {
     if (!t) return;
     backend *be = t->be;
     phase_profile_destroy(t->profile);
+    for (int kind = 0; kind < STEP_KINDS; kind++)
+        if (t->recordings[kind]) be->recording_destroy(be, t->recordings[kind]);
     if (t->train_feed) {
         be->feed_destroy(t->train_feed);
         metrics_destroy(be, &t->train_metrics);
     }
     be->feed_destroy(t->test_feed);
     metrics_destroy(be, &t->test_metrics);
+    be->release(be, t->metric_sums);
+    be->release(be, t->train_cursor);
+    be->release(be, t->test_cursor);
     optimizer_destroy(t->opt);
     mlp_model_destroy(t->model);
     free(t->test_order);
     free(t);
 }
 
-static void train_step(trainer *t, int rows, int offset) {
+const char *trainer_pass_mode(const trainer *t) { return pass_mode_names[t->mode]; }
+
+const char *trainer_whole_pass_refusal(const trainer *t) {
+    return t->whole_pass_refusal[0] ? t->whole_pass_refusal : NULL;
+}
+
+/* The pass's steps, each queued directly or replayed from its recording. */
+static void train_steps(trainer *t, long steps) {
+    for (long step = 0; step < steps; step++) {
+        int rows = step == steps - 1 && last_batch_rows(t) ? last_batch_rows(t) : t->config.batch;
+        nvtx_range_push("step");
+        if (t->mode == PASS_RECORDED) {
+            phase_begin(t->profile, PHASE_COMPUTE);
+            t->be->replay(t->be, t->recordings[rows == t->config.batch ? FULL_BATCH : LAST_BATCH]);
+            phase_end(t->profile, PHASE_COMPUTE);
+        } else {
+            queue_step(t, rows, t->profile);
+        }
+        nvtx_range_pop();
+        progress_step(&t->progress, step + 1);
+    }
+}
+
+static void train_pass(trainer *t, long steps) {
     backend *be = t->be;
-    nvtx_range_push("step");
-    phase_begin(t->profile, PHASE_H2D);
-    batch_view batch = be->feed_next(t->train_feed, rows);
-    phase_end(t->profile, PHASE_H2D);
-
-    phase_begin(t->profile, PHASE_FORWARD);
-    mlp_forward(t->model, batch.x, rows);
-    mlp_loss(t->model, batch.y, rows, true, t->train_metrics.row_loss + offset,
-             t->train_metrics.row_correct + offset, NULL);
-    phase_end(t->profile, PHASE_FORWARD);
-
-    phase_begin(t->profile, PHASE_BACKWARD);
-    mlp_backward(t->model, batch.x, rows);
-    phase_end(t->profile, PHASE_BACKWARD);
-
-    phase_begin(t->profile, PHASE_UPDATE);
-    optimizer_step(t->opt, t->model->params, t->model->grads, t->config.optimizer.lr);
-    phase_end(t->profile, PHASE_UPDATE);
-    nvtx_range_pop();
+    if (t->mode == PASS_WHOLE) {
+        training_pass pass = whole_pass(t);
+        phase_begin(t->profile, PHASE_COMPUTE);
+        be->run_pass(be, &pass);
+        phase_end(t->profile, PHASE_COMPUTE);
+        progress_step(&t->progress, steps);
+    } else {
+        train_steps(t, steps);
+    }
+    t->opt->step += (int)steps;
 }
 
 /* The test set in file order, batch by batch; per-row metrics (and predictions) on the device. */
 static void test_pass(trainer *t, int32_t *predictions) {
     backend *be = t->be;
     int count = t->test->count;
+    pass_metrics metrics = t->test_metrics;
+    metrics.prediction = predictions;
     be->feed_start_pass(t->test_feed, t->test_order);
+    cursor_reset(be, t->test_cursor, 0);
     for (int offset = 0; offset < count; offset += t->model->max_rows) {
         int rows = count - offset < t->model->max_rows ? count - offset : t->model->max_rows;
-        batch_view batch = be->feed_next(t->test_feed, rows);
+        batch_view batch = be->feed_next(t->test_feed, rows, t->test_cursor);
         mlp_forward(t->model, batch.x, rows);
-        mlp_loss(t->model, batch.y, rows, false, t->test_metrics.row_loss + offset,
-                 t->test_metrics.row_correct + offset, predictions ? predictions + offset : NULL);
+        mlp_loss(t->model, batch.y, rows, false, &metrics, t->test_cursor);
+        be->advance_cursor(be, t->test_cursor, rows);
     }
 }
 
@@ -198,28 +305,18 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
 
     nvtx_range_push("epoch");
     /* Each epoch's order depends only on (seed, epoch), so a resumed run sees the same batches. */
-    int32_t *order = malloc((size_t)train->count * sizeof(int32_t));
-    if (!order) {
-        fprintf(stderr, "mlp_train: out of host memory for the epoch's order\n");
-        exit(1);
-    }
+    int32_t *order = host_alloc_or_exit((size_t)train->count * sizeof(int32_t), "the epoch's order");
     rng shuffle = rng_create(t->config.seed, 1000u + (uint64_t)epoch);
     rng_permutation(&shuffle, order, train->count);
     be->feed_start_pass(t->train_feed, order);
     free(order);
+    cursor_reset(be, t->train_cursor, t->opt->step);
 
     progress_epoch_start(&t->progress, epoch, t->epochs_done + epochs_in_run, steps);
     double started = wall_seconds();
-    for (long step = 0; step < steps; step++) {
-        int offset = (int)(step * t->config.batch);
-        int rows = train->count - offset < t->config.batch ? train->count - offset
-                                                            : t->config.batch;
-        train_step(t, rows, offset);
-        progress_step(&t->progress, step + 1);
-    }
+    train_pass(t, steps);
     phase_begin(t->profile, PHASE_D2H);
-    metrics_read(be, &t->train_metrics, train->count, &result->train_loss,
-                 &result->train_accuracy);
+    metrics_read(t, &t->train_metrics, train->count, &result->train_loss, &result->train_accuracy);
     phase_end(t->profile, PHASE_D2H);
     result->time_s = wall_seconds() - started;
     result->images_per_s = train->count / result->time_s;
@@ -228,8 +325,7 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     double eval_started = wall_seconds();
     phase_begin(t->profile, PHASE_EVAL);
     test_pass(t, NULL);
-    metrics_read(be, &t->test_metrics, t->test->count, &result->test_loss,
-                 &result->test_accuracy);
+    metrics_read(t, &t->test_metrics, t->test->count, &result->test_loss, &result->test_accuracy);
     phase_end(t->profile, PHASE_EVAL);
     result->eval_time_s = wall_seconds() - eval_started;
     result->phases = phase_profile_collect(t->profile);
@@ -258,7 +354,7 @@ void trainer_evaluate(trainer *t, double *loss, double *accuracy,
     }
     nvtx_range_push("eval");
     test_pass(t, predictions_device);
-    metrics_read(be, &t->test_metrics, count, loss, accuracy);
+    metrics_read(t, &t->test_metrics, count, loss, accuracy);
     be->download(be, predictions, predictions_device, (size_t)count * sizeof(int32_t));
     nvtx_range_pop();
     memset(confusion, 0, sizeof(long) * DATASET_CLASSES * DATASET_CLASSES);

@@ -1,6 +1,12 @@
 /* Training and evaluation of an MLP on one backend: the loop over epochs and batches, timed by
  * phase and bracketed by NVTX ranges (run → epoch → step → h2d/forward/backward/update, then
- * d2h and eval). Written once; the backend decides where and how each operation runs. */
+ * d2h and eval). Written once; the backend decides where and how each operation runs.
+ *
+ * A pass runs in one of three ways, chosen once when the trainer is created:
+ *   direct    the host queues each step's operations (per-phase timing and ranges);
+ *   recorded  each step's operations are recorded once (a CUDA graph) and replayed;
+ *   whole     the backend trains the whole pass in one call (--impl fused).
+ * All three compute the same thing from the same batches. */
 #ifndef MLP_TRAINER_H
 #define MLP_TRAINER_H
 
@@ -21,6 +27,7 @@ typedef struct {
     uint64_t seed;
     optimizer_config optimizer;
     feed_options feed;
+    bool record_steps; /* record a step once and replay it, where the backend and feed allow */
     bool profile;  /* time each phase with the backend's stamps */
     bool progress; /* progress on stderr */
 } train_config;
@@ -46,6 +53,11 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
                         const float *initial_params, const float *optimizer_state,
                         int optimizer_step, int epochs_done);
 void trainer_destroy(trainer *t);
+
+/* How passes run ("direct", "recorded" or "whole"; see above) and, when the backend offers a
+ * whole-pass implementation that could not take this model, why not (else NULL). */
+const char *trainer_pass_mode(const trainer *t);
+const char *trainer_whole_pass_refusal(const trainer *t);
 
 /* One epoch of training and one test pass. False if the loss stopped being finite
  * (the message is in err); the parameters are then not worth saving. */

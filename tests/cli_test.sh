@@ -51,6 +51,10 @@ expect 2 '--lr wants a number' -- "$mlp_train" --lr -1
 expect 2 '--overlap only applies with --data host' -- "$mlp_train" --overlap
 expect 2 '--eval needs --load' -- "$mlp_train" --eval
 expect 2 'the CPU always reads host memory' -- "$mlp_train" --device cpu --data host
+expect 2 "--graph: unknown value 'maybe'" -- "$mlp_train" --graph maybe
+expect 2 '--graph on records CUDA graphs: it needs --device gpu' -- "$mlp_train" --device cpu --graph on
+expect 2 '--graph on cannot replay steps that copy each batch' -- "$mlp_train" --device gpu --data host --graph on
+expect 2 '--impl fused runs on the GPU' -- "$mlp_train" --device cpu --impl fused
 
 # no GPU: a clear runtime error (exit 1); where a GPU is present the run simply works
 checks=$((checks + 1))

@@ -29,7 +29,7 @@ typedef struct {
     mlp_model *model;
     float *x;              /* CHECK_ROWS × CHECK_INPUTS on the backend */
     uint8_t *labels;       /* on the backend */
-    float *row_loss, *row_correct;
+    pass_metrics metrics;  /* on the backend, CHECK_ROWS each */
 } check_setup;
 
 /* Mean loss of the model with parameters `params` (host), computed on the backend. */
@@ -38,8 +38,8 @@ static double mean_loss(check_setup *s, const float *params) {
     float losses[CHECK_ROWS];
     be->upload(be, s->model->params, params, s->model->shape.param_count * sizeof(float));
     mlp_forward(s->model, s->x, CHECK_ROWS);
-    mlp_loss(s->model, s->labels, CHECK_ROWS, false, s->row_loss, s->row_correct, NULL);
-    be->download(be, losses, s->row_loss, sizeof losses);
+    mlp_loss(s->model, s->labels, CHECK_ROWS, false, &s->metrics, NULL);
+    be->download(be, losses, s->metrics.row_loss, sizeof losses);
     double total = 0.0;
     for (int r = 0; r < CHECK_ROWS; r++) total += losses[r];
     return total / CHECK_ROWS;
@@ -50,7 +50,7 @@ static void analytic_gradient(check_setup *s, const float *params, float *grads)
     size_t n = s->model->shape.param_count;
     be->upload(be, s->model->params, params, n * sizeof(float));
     mlp_forward(s->model, s->x, CHECK_ROWS);
-    mlp_loss(s->model, s->labels, CHECK_ROWS, true, s->row_loss, s->row_correct, NULL);
+    mlp_loss(s->model, s->labels, CHECK_ROWS, true, &s->metrics, NULL);
     mlp_backward(s->model, s->x, CHECK_ROWS);
     be->download(be, grads, s->model->grads, n * sizeof(float));
 }
@@ -107,8 +107,9 @@ double gradient_check_error(backend *be, uint64_t seed, float scale_analytic) {
     draw_check_problem(&shape, seed, params, x, labels);
 
     check_setup s = {be, mlp_model_create(be, &shape, CHECK_ROWS), be->alloc(be, sizeof x),
-                     be->alloc(be, sizeof labels), be->alloc(be, CHECK_ROWS * sizeof(float)),
-                     be->alloc(be, CHECK_ROWS * sizeof(float))};
+                     be->alloc(be, sizeof labels),
+                     {be->alloc(be, CHECK_ROWS * sizeof(float)),
+                      be->alloc(be, CHECK_ROWS * sizeof(float)), NULL}};
     be->upload(be, s.x, x, sizeof x);
     be->upload(be, s.labels, labels, sizeof labels);
     analytic_gradient(&s, params, analytic);
@@ -130,8 +131,8 @@ double gradient_check_error(backend *be, uint64_t seed, float scale_analytic) {
     mlp_model_destroy(s.model);
     be->release(be, s.x);
     be->release(be, s.labels);
-    be->release(be, s.row_loss);
-    be->release(be, s.row_correct);
+    be->release(be, s.metrics.row_loss);
+    be->release(be, s.metrics.row_correct);
     free(params);
     free(analytic);
     return sqrt(diff / norm);
@@ -173,7 +174,10 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
     synthetic_dataset(&test, SYNTHETIC_TEST, run->seed + 1);
     mlp_shape shape;
     char err[128];
-    mlp_shape_make(&shape, train.features, (const int[]){32, 16}, 2, DATASET_CLASSES, err, sizeof err);
+    int hidden[2] = {32, 16};
+    if (run->hidden > 0) hidden[0] = run->hidden;
+    mlp_shape_make(&shape, train.features, hidden, run->hidden > 0 ? 1 : 2, DATASET_CLASSES, err,
+                   sizeof err);
     float *initial = malloc(shape.param_count * sizeof(float));
     mlp_init_parameters(&shape, run->seed, initial);
     train_config config = {
@@ -182,13 +186,17 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
         .optimizer = {run->optimizer, run->optimizer == OPTIMIZER_ADAM ? 0.003f : 0.05f, 0.9f, 0.9f,
                       0.999f, 1e-8f},
         .feed = run->feed,
+        .record_steps = run->record_steps,
     };
     trainer *t = trainer_create(be, &shape, &train, &test, &config, initial, NULL, 0, 0);
     double initial_accuracy;
     long confusion[DATASET_CLASSES][DATASET_CLASSES];
     trainer_evaluate(t, &out->initial_test_loss, &initial_accuracy, confusion);
     epoch_result result;
-    if (!trainer_run_epoch(t, 1, &result, err, sizeof err)) fprintf(stderr, "%s\n", err);
+    int epoch_count = run->epochs > 0 ? run->epochs : 1;
+    for (int e = 0; e < epoch_count; e++)
+        if (!trainer_run_epoch(t, epoch_count, &result, err, sizeof err)) fprintf(stderr, "%s\n", err);
+    out->pass_mode = trainer_pass_mode(t);
     out->train_loss = result.train_loss;
     out->test_loss = result.test_loss;
     out->test_accuracy = result.test_accuracy;

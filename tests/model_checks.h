@@ -29,6 +29,9 @@ typedef struct {
     int steps;             /* steps of one epoch; the last batch is partial */
     uint64_t seed;
     feed_options feed;     /* where batches come from; {DATA_RESIDENT, false} for the usual */
+    int hidden;            /* 0: two hidden layers, 32 and 16 wide; else one layer this wide */
+    bool record_steps;     /* record a step once and replay it (CUDA graphs), where possible */
+    int epochs;            /* 0 means 1 */
 } synthetic_run;
 
 typedef struct {
@@ -36,10 +39,12 @@ typedef struct {
     double train_loss;        /* the epoch's mean, as the weights moved */
     double test_loss;         /* after the epoch */
     double test_accuracy;
+    const char *pass_mode;    /* how the trainer ran the passes: "direct", "recorded", "whole" */
 } synthetic_result;
 
-/* Trains a 64-32-16-10 MLP for one epoch on synthetic data (random 8×8 images whose label
- * depends on the pixels) and returns its parameters (malloc'd, *count floats) and the losses. */
+/* Trains a 64-32-16-10 MLP (or 64-hidden-10) for run->epochs epochs on synthetic data (random
+ * 8×8 images whose label depends on the pixels) and returns its parameters (malloc'd, *count
+ * floats) and the last epoch's losses. */
 float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
                        synthetic_result *result);
 

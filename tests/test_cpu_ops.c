@@ -74,7 +74,7 @@ static void check_bias_activation(rng *r, int threads, int rows, int cols, bool 
             if (relu && *value < 0.0f) *value = 0.0f;
         }
     }
-    cpu_bias_activation(z, bias, rows, cols, relu);
+    cpu_bias_activation(z, bias, rows, cols, cols, relu);
     CHECK(bit_differences(z, expected, count) == 0,
           "bias_activation %dx%d relu=%d threads=%d: %zu of %zu values differ", rows, cols, relu,
           threads, bit_differences(z, expected, count), count);
@@ -98,14 +98,15 @@ static float *random_activations(rng *r, size_t count) {
     return activation;
 }
 
-static void check_relu_backward(rng *r, int threads, size_t count) {
+static void check_relu_backward(rng *r, int threads, int rows, int cols) {
+    size_t count = (size_t)rows * cols;
     float *grad = random_floats(r, count, -1.0f, 1.0f);
     float *activation = random_activations(r, count);
     float *expected = allocate(count * sizeof(float));
     for (size_t i = 0; i < count; i++) expected[i] = activation[i] > 0.0f ? grad[i] : 0.0f;
-    cpu_relu_backward(grad, activation, count);
+    cpu_relu_backward(grad, activation, rows, cols, cols);
     CHECK(bit_differences(grad, expected, count) == 0,
-          "relu_backward count %zu threads=%d: %zu values differ", count, threads,
+          "relu_backward %dx%d threads=%d: %zu values differ", rows, cols, threads,
           bit_differences(grad, expected, count));
     free(grad);
     free(activation);
@@ -120,7 +121,7 @@ static void test_elementwise(rng *r) {
                 int rows = ROW_COUNTS[i], cols = COLUMN_COUNTS[j];
                 check_bias_activation(r, THREAD_COUNTS[t], rows, cols, false);
                 check_bias_activation(r, THREAD_COUNTS[t], rows, cols, true);
-                check_relu_backward(r, THREAD_COUNTS[t], (size_t)rows * cols);
+                check_relu_backward(r, THREAD_COUNTS[t], rows, cols);
             }
         }
     }

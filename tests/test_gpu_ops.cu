@@ -56,11 +56,27 @@ double worst_deviation(const std::vector<float> &got, const std::vector<float> &
 
 /* ---- GEMM ---- */
 
-typedef void gemm_launcher(GPU_GEMM_ARGS);
+/* Every GEMM under test, with the epilogue it applies (cuBLAS has none: the unfused kernels
+ * follow it, as in the blas implementation). */
+typedef void gemm_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue);
 
-void cublas_launcher(GPU_GEMM_ARGS) {
+void naive_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    gpu_gemm_naive(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+}
+
+void shared_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    gpu_gemm_tiled_shared(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (epilogue && (epilogue->bias || epilogue->relu))
+        gpu_bias_activation(stream, c, epilogue->bias, m, n, ldc, epilogue->relu);
+    if (epilogue && epilogue->relu_mask) gpu_relu_backward(stream, c, epilogue->relu_mask, m, n, ldc);
+}
+
+void cublas_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     (void)stream;
     cublas_gemm(cublas, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (epilogue && (epilogue->bias || epilogue->relu))
+        gpu_bias_activation(stream, c, epilogue->bias, m, n, ldc, epilogue->relu);
+    if (epilogue && epilogue->relu_mask) gpu_relu_backward(stream, c, epilogue->relu_mask, m, n, ldc);
 }
 
 struct gemm_impl {
@@ -70,20 +86,21 @@ struct gemm_impl {
 
 gpu_gemm_workspace workspace; /* split-K's partial sums, for the tiled GEMM */
 
-template <int TILE, int SPLITS> void tiled_launcher(GPU_GEMM_ARGS) {
+template <int TILE, int SPLITS> void tiled_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     gpu_gemm_tiled_with_plan(TILE, SPLITS, workspace, stream, trans_a, trans_b, m, n, k, alpha, a,
-                             lda, b, ldb, beta, c, ldc);
+                             lda, b, ldb, beta, c, ldc, epilogue);
 }
 
-void tiled_auto_launcher(GPU_GEMM_ARGS) {
-    gpu_gemm_tiled(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+void tiled_auto_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    gpu_gemm_tiled(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                   ldc, epilogue);
 }
 
 /* gemm_tiled picks its tile and K slices by size; each tile is tested on every shape here, whole
  * and split into K slices (as many as K allows: slices are at least 32 deep, so K = 65 gets two,
  * of 48 and 17, which ends off the tile grid). */
-const gemm_impl GEMMS[] = {{"naive", gpu_gemm_naive},
-                           {"tiled_shared", gpu_gemm_tiled_shared},
+const gemm_impl GEMMS[] = {{"naive", naive_launcher},
+                           {"tiled_shared", shared_launcher},
                            {"tiled(32)", tiled_launcher<32, 1>},
                            {"tiled(64)", tiled_launcher<64, 1>},
                            {"tiled(128)", tiled_launcher<128, 1>},
@@ -157,7 +174,7 @@ void check_gemm(const gemm_impl &impl, const gemm_problem &p) {
         dc.upload(poisoned);
     }
     impl.launch(stream, p.ta, p.tb, g.m, g.n, g.k, p.alpha, da.ptr + g.offset, p.lda,
-                db.ptr + g.offset, p.ldb, p.beta, dc.ptr + g.offset, p.ldc);
+                db.ptr + g.offset, p.ldb, p.beta, dc.ptr + g.offset, p.ldc, nullptr);
     std::vector<float> got_full = dc.download();
     std::vector<float> got;
     std::vector<double> expected, sizes;
@@ -201,11 +218,65 @@ void check_gemms() {
             for (bool accumulate : {false, true}) {
                 gemm_problem problem = make_gemm_problem(t & 1, t & 2, g, accumulate);
                 for (const gemm_impl &impl : GEMMS) {
-                    if (impl.launch == gpu_gemm_naive && t != 0 && volume > 100000000L) continue; /* slow */
+                    if (impl.launch == naive_launcher && t != 0 && volume > 100000000L) continue; /* slow */
                     check_gemm(impl, problem);
                 }
             }
     }
+}
+
+/* The fused epilogues against the unfused reference: C = epilogue(A·B), with a bias and ReLU
+ * (forward), a bias alone, and a ReLU mask (backward), on shapes that split K and that end off
+ * the tile grid, with a row stride wider than C. */
+void check_gemm_epilogues() {
+    const gemm_case cases[] = {{1, 1, 1, 0, 0}, {17, 10, 33, 3, 0}, {10, 7, 4099, 0, 0},
+                               {512, 256, 784, 0, 0}, {130, 66, 34, 2, 0}};
+    for (const gemm_case &g : cases)
+        for (int kind = 0; kind < 3; kind++) {
+            int ldc = g.n + g.pad;
+            std::vector<float> a = random_floats((size_t)g.m * g.k, -1, 1);
+            std::vector<float> b = random_floats((size_t)g.k * g.n, -1, 1);
+            std::vector<float> bias = random_floats(g.n, -1, 1);
+            std::vector<float> mask = random_floats((size_t)g.m * ldc, -1, 1);
+            std::vector<double> want((size_t)g.m * ldc), size((size_t)g.m * ldc);
+            std::vector<float> abs_a = a, abs_b = b;
+            for (float &x : abs_a) x = std::fabs(x);
+            for (float &x : abs_b) x = std::fabs(x);
+            reference_gemm(false, false, g.m, g.n, g.k, 1.0f, a.data(), g.k, b.data(), g.n, 0.0f,
+                           nullptr, ldc, want.data());
+            reference_gemm(false, false, g.m, g.n, g.k, 1.0f, abs_a.data(), g.k, abs_b.data(), g.n,
+                           0.0f, nullptr, ldc, size.data());
+            gemm_epilogue epilogue{};
+            for (int r = 0; r < g.m; r++)
+                for (int c = 0; c < g.n; c++) {
+                    size_t i = (size_t)r * ldc + c;
+                    if (kind < 2) want[i] += bias[c], size[i] += std::fabs(bias[c]);
+                    if (kind == 0) want[i] = std::fmax(want[i], 0.0);
+                    if (kind == 2 && mask[i] <= 0) want[i] = 0.0;
+                }
+            device_buffer<float> da(a), db(b), dbias(bias), dmask(mask), dc((size_t)g.m * ldc);
+            if (kind < 2) epilogue.bias = dbias.ptr;
+            epilogue.relu = kind == 0;
+            if (kind == 2) epilogue.relu_mask = dmask.ptr;
+            for (const gemm_impl &impl : GEMMS) {
+                dc.poison();
+                impl.launch(stream, false, false, g.m, g.n, g.k, 1.0f, da.ptr, g.k, db.ptr, g.n,
+                            0.0f, dc.ptr, ldc, &epilogue);
+                std::vector<float> got_full = dc.download(), got;
+                std::vector<double> expected, sizes;
+                for (int r = 0; r < g.m; r++)
+                    for (int c = 0; c < g.n; c++) {
+                        size_t i = (size_t)r * ldc + c;
+                        got.push_back(got_full[i]);
+                        expected.push_back(want[i]);
+                        sizes.push_back(size[i]);
+                    }
+                double error = scaled_error(got, expected, sizes);
+                CHECK(error <= GEMM_BOUND, "gemm %s %dx%dx%d with %s epilogue: error %.3g",
+                      impl.name, g.m, g.n, g.k,
+                      kind == 0 ? "bias+relu" : kind == 1 ? "bias" : "relu mask", error);
+            }
+        }
 }
 
 /* ---- the other operations ---- */
@@ -220,8 +291,8 @@ void check_bias_activation() {
                 std::vector<float> z = random_floats((size_t)rows * cols, -2, 2);
                 std::vector<float> bias = random_floats(cols, -1, 1);
                 device_buffer<float> dz(z), dbias(bias);
-                gpu_bias_activation(stream, dz.ptr, dbias.ptr, rows, cols, relu);
-                cpu_bias_activation(z.data(), bias.data(), rows, cols, relu);
+                gpu_bias_activation(stream, dz.ptr, dbias.ptr, rows, cols, cols, relu);
+                cpu_bias_activation(z.data(), bias.data(), rows, cols, cols, relu);
                 CHECK(dz.download() == z, "bias_activation %dx%d relu=%d differs from the CPU", rows,
                       cols, relu);
             }
@@ -234,8 +305,8 @@ void check_relu_backward() {
             std::vector<float> grad = random_floats(n, -1, 1), act = random_floats(n, -1, 1);
             for (size_t i = 0; i < n; i += 7) act[i] = 0.0f; /* the boundary: masked */
             device_buffer<float> dgrad(grad), dact(act);
-            gpu_relu_backward(stream, dgrad.ptr, dact.ptr, n);
-            cpu_relu_backward(grad.data(), act.data(), n);
+            gpu_relu_backward(stream, dgrad.ptr, dact.ptr, rows, cols, cols);
+            cpu_relu_backward(grad.data(), act.data(), rows, cols, cols);
             CHECK(dgrad.download() == grad, "relu_backward %zu differs from the CPU", n);
         }
 }
@@ -244,7 +315,17 @@ void check_relu_backward() {
  * exponentials in another order: relative 1e-5, plus 1e-6 absolute for values near zero. */
 constexpr double SOFTMAX_BOUND = 1e-5;
 
+gpu_softmax_scratch softmax_scratch;
+
+/* A pass cursor in device memory, for the operations that read their place in the pass. */
+device_buffer<pass_cursor> cursor_at(int first_row, int optimizer_steps) {
+    return device_buffer<pass_cursor>(std::vector<pass_cursor>{{first_row, optimizer_steps}});
+}
+
+/* The rows' metrics land at the cursor's row (offset) of the pass's arrays; the bias gradient is
+ * the column sums of the gradient. */
 void check_softmax(int rows, int classes, float spread) {
+    const int offset = 5;
     std::vector<float> logits = random_floats((size_t)rows * classes, -spread, spread);
     std::vector<uint8_t> labels(rows);
     for (uint8_t &l : labels) l = (uint8_t)rng_below(&random_source, classes);
@@ -253,18 +334,33 @@ void check_softmax(int rows, int classes, float spread) {
     std::vector<int32_t> prediction(rows);
     cpu_softmax_cross_entropy(logits.data(), labels.data(), rows, classes, scale, grad.data(),
                               loss.data(), correct.data(), prediction.data());
-    device_buffer<float> dlogits(logits), dgrad(grad.size()), dloss(rows), dcorrect(rows);
+    std::vector<double> bias_want(classes, 0.0), bias_size(classes, 0.0);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < classes; c++) {
+            bias_want[c] += grad[(size_t)r * classes + c];
+            bias_size[c] += std::fabs(grad[(size_t)r * classes + c]);
+        }
+    device_buffer<float> dlogits(logits), dgrad(grad.size()), dbias(classes);
+    device_buffer<float> dloss(offset + rows), dcorrect(offset + rows);
     device_buffer<uint8_t> dlabels(labels);
-    device_buffer<int32_t> dprediction(rows);
-    dgrad.poison(), dloss.poison(), dcorrect.poison(), dprediction.poison();
+    device_buffer<int32_t> dprediction(offset + rows);
+    device_buffer<pass_cursor> cursor = cursor_at(offset, 0);
+    dgrad.poison(), dbias.poison(), dloss.poison(), dcorrect.poison(), dprediction.poison();
     gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, scale, dgrad.ptr,
-                              dloss.ptr, dcorrect.ptr, dprediction.ptr);
+                              dbias.ptr, dloss.ptr, dcorrect.ptr, dprediction.ptr, cursor.ptr,
+                              softmax_scratch);
+    std::vector<float> got_loss = dloss.download(), got_correct = dcorrect.download();
+    std::vector<int32_t> got_prediction = dprediction.download();
+    got_loss.erase(got_loss.begin(), got_loss.begin() + offset);
+    got_correct.erase(got_correct.begin(), got_correct.begin() + offset);
+    got_prediction.erase(got_prediction.begin(), got_prediction.begin() + offset);
     double grad_error = worst_deviation(dgrad.download(), grad, 1e-6 * scale, SOFTMAX_BOUND);
-    double loss_error = worst_deviation(dloss.download(), loss, 1e-6, SOFTMAX_BOUND);
-    CHECK(grad_error <= 1 && loss_error <= 1,
-          "softmax %dx%d spread %g: grad off by %.3g, loss by %.3g tolerances", rows, classes, spread,
-          grad_error, loss_error);
-    CHECK(dcorrect.download() == correct && dprediction.download() == prediction,
+    double loss_error = worst_deviation(got_loss, loss, 1e-6, SOFTMAX_BOUND);
+    double bias_error = scaled_error(dbias.download(), bias_want, bias_size);
+    CHECK(grad_error <= 1 && loss_error <= 1 && bias_error <= SOFTMAX_BOUND,
+          "softmax %dx%d spread %g: grad off by %.3g, loss by %.3g tolerances, bias grad error %.3g",
+          rows, classes, spread, grad_error, loss_error, bias_error);
+    CHECK(got_correct == correct && got_prediction == prediction,
           "softmax %dx%d: predictions differ from the CPU", rows, classes);
 }
 
@@ -276,7 +372,7 @@ void check_softmax_without_outputs() {
     device_buffer<uint8_t> dlabels(labels);
     dloss.poison(), dcorrect.poison();
     gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, nullptr,
-                              dloss.ptr, dcorrect.ptr, nullptr);
+                              nullptr, dloss.ptr, dcorrect.ptr, nullptr, nullptr, softmax_scratch);
     std::vector<float> loss = dloss.download();
     bool finite = true;
     for (float l : loss) finite = finite && std::isfinite(l);
@@ -293,7 +389,7 @@ void check_softmax_extremes() {
     device_buffer<float> dlogits(logits), dgrad(logits.size()), dloss(rows), dcorrect(rows);
     device_buffer<uint8_t> dlabels(labels);
     gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, dgrad.ptr,
-                              dloss.ptr, dcorrect.ptr, nullptr);
+                              nullptr, dloss.ptr, dcorrect.ptr, nullptr, nullptr, softmax_scratch);
     bool finite = true;
     for (float v : dgrad.download()) finite = finite && std::isfinite(v);
     for (float v : dloss.download()) finite = finite && std::isfinite(v);
@@ -350,7 +446,9 @@ void check_optimizers() {
         CHECK(error <= 1, "sgd_momentum_step n=%zu: off by %.3g tolerances", n, error);
 
         device_buffer<float> dparam2(param), dm(m), dv(v);
-        gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, 0.01f, 0.9f, 0.999f, 1e-8f, 3);
+        device_buffer<pass_cursor> cursor = cursor_at(0, 2); /* two updates made: this is step 3 */
+        gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, 0.01f, 0.9f, 0.999f, 1e-8f,
+                      cursor.ptr);
         std::vector<float> p_adam = param, m_adam = m, v_adam = v;
         cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, 0.01f, 0.9f,
                       0.999f, 1e-8f, 3);
@@ -379,12 +477,17 @@ void check_gather() {
     std::vector<uint8_t> y(rows);
     cpu_gather_normalize(pixels.data(), labels.data(), indices.data(), rows, features, scale, shift,
                          x.data(), y.data());
+    /* the batch starts at the cursor's row of the pass's order */
+    const int offset = 3;
+    std::vector<int32_t> order(offset + rows, -1);
+    std::copy(indices.begin(), indices.end(), order.begin() + offset);
     device_buffer<uint8_t> dpixels(pixels), dlabels(labels), dy(rows);
-    device_buffer<int32_t> dindices(indices);
+    device_buffer<int32_t> dorder(order);
+    device_buffer<pass_cursor> cursor = cursor_at(offset, 0);
     device_buffer<float> dx(x.size());
     dx.poison();
-    gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, dindices.ptr, rows, features, scale,
-                         shift, dx.ptr, dy.ptr);
+    gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, dorder.ptr, cursor.ptr, rows, features,
+                         scale, shift, dx.ptr, dy.ptr);
     double error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
     CHECK(error <= 1 && dy.download() == y, "gather_normalize: off by %.3g tolerances or labels differ", error);
 
@@ -392,8 +495,8 @@ void check_gather() {
     cpu_gather_normalize(pixels.data(), labels.data(), identity_indices(rows).data(), rows, features,
                          scale, shift, x.data(), y.data());
     dx.poison();
-    gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, nullptr, rows, features, scale, shift,
-                         dx.ptr, dy.ptr);
+    gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, nullptr, nullptr, rows, features, scale,
+                         shift, dx.ptr, dy.ptr);
     error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
     CHECK(error <= 1 && dy.download() == y, "gather_normalize without indices: off by %.3g or labels differ", error);
 }
@@ -411,7 +514,9 @@ int main() {
     cublas = cublas_gemm_handle(stream, false);
     workspace = {nullptr, GPU_GEMM_WORKSPACE_FLOATS};
     CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));
+    softmax_scratch = gpu_softmax_scratch_create();
     check_gemms();
+    check_gemm_epilogues();
     check_bias_activation();
     check_relu_backward();
     for (int rows : ROWS)
@@ -425,6 +530,7 @@ int main() {
     check_gather();
     CUBLAS_CHECK(cublasDestroy(cublas));
     CUDA_CHECK(cudaFree(workspace.data));
+    gpu_softmax_scratch_destroy(softmax_scratch);
     CUDA_CHECK(cudaStreamDestroy(stream));
     return test_exit_status("test_gpu_ops");
 }

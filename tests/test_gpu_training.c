@@ -1,7 +1,9 @@
 /* The GPU implementations as whole trainers: finite-difference gradient checks, agreement with
  * the CPU blas implementation after 50 training steps from the same seed (SGD and Adam),
- * bit-for-bit repeatability (no floating-point atomics anywhere), and identical results from
- * every batch feed. Exits 77 without a GPU. */
+ * bit-for-bit repeatability (no floating-point atomics anywhere), identical results from every
+ * batch feed and from recorded (CUDA graph) and directly queued steps, and the fused persistent
+ * kernel against the CPU on odd shapes. Exits 77 without a GPU. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +12,7 @@
 #include "cpu_backend.h"
 #include "model_checks.h"
 
-static const char *const IMPLS[] = {"naive", "tiled", "blas"};
+static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};
 
 /* As in test_training_cpu.c: float32 in a different order, carried through 50 steps. The GPU
  * adds fused multiply-adds and its own expf, still ~1e-6; a wrong kernel is off by far more. */
@@ -23,7 +25,8 @@ static void check_implementation(const char *impl, uint64_t seed) {
           GRADIENT_CHECK_BOUND);
     for (int k = 0; k < 2; k++) {
         optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
-        synthetic_run run = {kind, 32, 50, seed, {DATA_RESIDENT, false}};
+        synthetic_run run = {.optimizer = kind, .batch = 32, .steps = 50, .seed = seed,
+                             .feed = {DATA_RESIDENT, false}};
         size_t n, n_cpu;
         synthetic_result result;
         backend *cpu = cpu_backend_create("blas");
@@ -52,7 +55,8 @@ static void check_feeds(uint64_t seed) {
                                          {DATA_HOST_PINNED, true}};
     static const char *const names[] = {"host pageable", "host pinned", "host pinned overlapped"};
     backend *be = gpu_backend_create("tiled");
-    synthetic_run run = {OPTIMIZER_SGD, 32, 50, seed, {DATA_RESIDENT, false}};
+    synthetic_run run = {.optimizer = OPTIMIZER_SGD, .batch = 32, .steps = 50, .seed = seed,
+                         .feed = {DATA_RESIDENT, false}};
     size_t n;
     synthetic_result resident_result, result;
     float *resident = train_synthetic(be, &run, &n, &resident_result);
@@ -68,6 +72,72 @@ static void check_feeds(uint64_t seed) {
     be->destroy(be);
 }
 
+/* Steps replayed from a CUDA graph run the same kernels with the same arguments as steps queued
+ * one by one: the parameters must be the same to the bit. */
+static void check_recorded_steps(const char *impl, uint64_t seed) {
+    backend *be = gpu_backend_create(impl);
+    for (int k = 0; k < 2; k++) {
+        optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
+        synthetic_run run = {.optimizer = kind, .batch = 32, .steps = 50, .seed = seed,
+                             .feed = {DATA_RESIDENT, false}, .epochs = 2};
+        size_t n;
+        synthetic_result direct_result, recorded_result;
+        float *direct = train_synthetic(be, &run, &n, &direct_result);
+        run.record_steps = true;
+        float *recorded = train_synthetic(be, &run, &n, &recorded_result);
+        CHECK(strcmp(direct_result.pass_mode, "direct") == 0 &&
+                  strcmp(recorded_result.pass_mode, "recorded") == 0,
+              "gpu %s: passes ran %s and %s, want direct and recorded", impl,
+              direct_result.pass_mode, recorded_result.pass_mode);
+        CHECK(memcmp(direct, recorded, n * sizeof(float)) == 0,
+              "gpu %s, %s: recorded steps gave other parameters than direct ones", impl,
+              optimizer_name(kind));
+        free(direct);
+        free(recorded);
+    }
+    be->destroy(be);
+}
+
+/* The fused kernel runs whole passes where it can hold the model (one hidden layer): against
+ * the CPU over two epochs (Adam's step count carries across passes), on widths that do not
+ * divide into its blocks and batches of 1, 17 and more rows than it holds in shared memory at
+ * once (256). */
+static void check_fused_pass(uint64_t seed) {
+    static const int shapes[][2] = {{32, 32}, {17, 1}, {5, 17}, {256, 300}, {300, 1000}};
+    backend *be = gpu_backend_create("fused");
+    backend *cpu = cpu_backend_create("blas");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int k = 0; k < 2; k++) {
+            optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
+            int hidden = shapes[i][0], batch = shapes[i][1];
+            int steps = batch >= 300 ? 6 : 20;
+            synthetic_run run = {.optimizer = kind, .batch = batch, .steps = steps, .seed = seed,
+                                 .feed = {DATA_RESIDENT, false}, .hidden = hidden, .epochs = 2};
+            size_t n, n_cpu;
+            synthetic_result result, cpu_result;
+            float *reference = train_synthetic(cpu, &run, &n_cpu, &cpu_result);
+            float *params = train_synthetic(be, &run, &n, &result);
+            float *again = train_synthetic(be, &run, &n, &result);
+            double difference = relative_difference(params, reference, n);
+            CHECK(strcmp(result.pass_mode, "whole") == 0, "fused, hidden %d: passes ran %s, not whole",
+                  hidden, result.pass_mode);
+            CHECK(n == n_cpu && difference < AGREEMENT_BOUND,
+                  "fused vs cpu blas, hidden %d, batch %d, %s: parameters differ by %.3g", hidden,
+                  batch, optimizer_name(kind), difference);
+            CHECK(fabs(result.test_loss - cpu_result.test_loss) < 1e-3 * cpu_result.test_loss,
+                  "fused vs cpu blas, hidden %d, batch %d: test loss %.6g vs %.6g", hidden, batch,
+                  result.test_loss, cpu_result.test_loss);
+            CHECK(memcmp(params, again, n * sizeof(float)) == 0,
+                  "fused, hidden %d, batch %d: two identical runs gave different parameters", hidden,
+                  batch);
+            free(params);
+            free(again);
+            free(reference);
+        }
+    cpu->destroy(cpu);
+    be->destroy(be);
+}
+
 int main(void) {
     char why[256];
     if (!gpu_device_available(why, sizeof why)) {
@@ -75,7 +145,9 @@ int main(void) {
         return TEST_SKIP_STATUS;
     }
     uint64_t seed = test_seed("test_gpu_training");
-    for (int i = 0; i < 3; i++) check_implementation(IMPLS[i], seed);
+    for (int i = 0; i < 4; i++) check_implementation(IMPLS[i], seed);
+    for (int i = 0; i < 3; i++) check_recorded_steps(IMPLS[i], seed);
+    check_fused_pass(seed);
     check_feeds(seed);
     return test_exit_status("test_gpu_training");
 }

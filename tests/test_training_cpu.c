@@ -35,7 +35,8 @@ static void check_gradients(uint64_t seed) {
 
 static void check_agreement(uint64_t seed, optimizer_kind kind, int threads) {
     cpu_set_threads(threads, "blas");
-    synthetic_run run = {kind, 32, 50, seed, {DATA_RESIDENT, false}};
+    synthetic_run run = {.optimizer = kind, .batch = 32, .steps = 50, .seed = seed,
+                         .feed = {DATA_RESIDENT, false}};
     backend *reference_be = cpu_backend_create("blas");
     size_t n;
     synthetic_result result;

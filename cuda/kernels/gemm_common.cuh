@@ -1,9 +1,11 @@
 /* Helpers shared by the GEMM kernels: reading op(A) and op(B) of row-major matrices, and
- * writing C = alpha * acc + beta * C without reading C when beta is zero. */
+ * writing C = epilogue(alpha * acc + beta * C) without reading C when beta is zero. */
 #ifndef MLP_GEMM_COMMON_CUH
 #define MLP_GEMM_COMMON_CUH
 
 #include <cstdint>
+
+#include "gpu_kernels.h"
 
 /* Element (row, col) of op(X), where X is stored row-major with row stride ld and op(X) = X^T
  * when trans. */
@@ -11,10 +13,22 @@ __device__ __forceinline__ float op_element(const float *x, int ld, bool trans, 
     return trans ? x[(size_t)col * ld + row] : x[(size_t)row * ld + col];
 }
 
+/* The epilogue (src/backend.h's gemm_epilogue) on the value of C at (row, col). The kernels
+ * take the epilogue by value; its null pointers make each test the same for every thread. */
+__device__ __forceinline__ float apply_epilogue(float value, const gemm_epilogue &epilogue, int row,
+                                                int col, int ldc) {
+    if (epilogue.bias) value += epilogue.bias[col];
+    if (epilogue.relu && value < 0.0f) value = 0.0f; /* as on the CPU: NaN stays NaN */
+    if (epilogue.relu_mask && epilogue.relu_mask[(size_t)row * ldc + col] <= 0.0f) value = 0.0f;
+    return value;
+}
+
 __device__ __forceinline__ void write_c(float *c, int ldc, int row, int col, float acc,
-                                        float alpha, float beta) {
+                                        float alpha, float beta,
+                                        const gemm_epilogue &epilogue = gemm_epilogue{}) {
     float *out = c + (size_t)row * ldc + col;
-    *out = beta == 0.0f ? alpha * acc : alpha * acc + beta * *out;
+    float value = beta == 0.0f ? alpha * acc : alpha * acc + beta * *out;
+    *out = apply_epilogue(value, epilogue, row, col, ldc);
 }
 
 /* Whether float4 accesses to a matrix are aligned: the base on 16 bytes and every row too. */

@@ -16,23 +16,24 @@ constexpr int BLOCK_SIDE = 16;
 
 __global__ void gemm_naive_kernel(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
                                   const float *a, int lda, const float *b, int ldb, float beta,
-                                  float *c, int ldc) {
+                                  float *c, int ldc, gemm_epilogue epilogue) {
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     int row = blockIdx.y * blockDim.y + threadIdx.y;
     if (row >= m || col >= n) return;
     float acc = 0.0f;
     for (int p = 0; p < k; p++)
         acc += op_element(a, lda, trans_a, row, p) * op_element(b, ldb, trans_b, p, col);
-    write_c(c, ldc, row, col, acc, alpha, beta);
+    write_c(c, ldc, row, col, acc, alpha, beta, epilogue);
 }
 
 } // namespace
 
-void gpu_gemm_naive(GPU_GEMM_ARGS) {
+void gpu_gemm_naive(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     dim3 threads(BLOCK_SIDE, BLOCK_SIDE);
     dim3 blocks(blocks_for(n, BLOCK_SIDE), blocks_for(m, BLOCK_SIDE));
     gemm_naive_kernel<<<blocks, threads, 0, stream>>>(trans_a, trans_b, m, n, k, alpha, a, lda, b,
-                                                      ldb, beta, c, ldc);
+                                                      ldb, beta, c, ldc,
+                                                      epilogue ? *epilogue : gemm_epilogue{});
     CUDA_CHECK_LAUNCH();
 }

@@ -10,6 +10,8 @@
  *      (float4 reads) and does TM·TN multiply-adds with them: TM+TN loads per TM·TN FMAs,
  *      against 2 loads per FMA in gemm_tiled_shared.cu.
  * Tiles that cross the matrix edge (any M, N, K) load zeros outside it and store only inside.
+ * The store applies the epilogue (bias, ReLU, ReLU mask: src/backend.h) on the way out, so a
+ * layer's forward pass or input gradient needs no second pass over C.
  *
  * The tile size is chosen per call: big tiles reuse data best, but a small matrix cut into big
  * tiles leaves most of the GPU's multiprocessors idle, so smaller tiles are used until there
@@ -111,11 +113,12 @@ __device__ __forceinline__ void load_b_tile(float (*b_tile)[BN], const float *b,
     }
 }
 
-/* Writes the thread's TM×TN accumulators to C (row0, col0 = its top-left element). */
+/* Writes the thread's TM×TN accumulators to C (row0, col0 = its top-left element), through
+ * the epilogue. */
 template <int TM, int TN>
 __device__ __forceinline__ void store_c_tile(const float (&acc)[TM][TN], float *c, int ldc, int m,
                                              int n, int row0, int col0, float alpha, float beta,
-                                             bool vectors) {
+                                             const gemm_epilogue &epilogue, bool vectors) {
 #pragma unroll
     for (int i = 0; i < TM; i++) {
         int row = row0 + i;
@@ -131,19 +134,25 @@ __device__ __forceinline__ void store_c_tile(const float (&acc)[TM][TN], float *
                     float4 old = *reinterpret_cast<const float4 *>(out);
                     q.x += beta * old.x, q.y += beta * old.y, q.z += beta * old.z, q.w += beta * old.w;
                 }
+                q.x = apply_epilogue(q.x, epilogue, row, col, ldc);
+                q.y = apply_epilogue(q.y, epilogue, row, col + 1, ldc);
+                q.z = apply_epilogue(q.z, epilogue, row, col + 2, ldc);
+                q.w = apply_epilogue(q.w, epilogue, row, col + 3, ldc);
                 *reinterpret_cast<float4 *>(out) = q;
             } else {
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    if (col + e < n) write_c(c, ldc, row, col + e, acc[i][j + e], alpha, beta);
+                    if (col + e < n)
+                        write_c(c, ldc, row, col + e, acc[i][j + e], alpha, beta, epilogue);
             }
         }
     }
 }
 
-/* C (M×N) = alpha · op(A) (M×K) · op(B) (K×N) + beta · C; grid: ceil(N/BN) × ceil(M/BM) × splits.
- * Block z covers K in [z·k_per_split, (z+1)·k_per_split). With partials == NULL (one split) it
- * writes C; otherwise it writes its raw sum to plane z of partials (M×N, row stride N).
+/* C (M×N) = epilogue(alpha · op(A) (M×K) · op(B) (K×N) + beta · C); grid: ceil(N/BN) ×
+ * ceil(M/BM) × splits. Block z covers K in [z·k_per_split, (z+1)·k_per_split). With
+ * partials == NULL (one split) it writes C; otherwise it writes its raw sum to plane z of
+ * partials (M×N, row stride N), and sum_splits_kernel finishes C.
  * C must not overlap A or B (the pointers are __restrict__); no caller of the table does that. */
 template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B>
 /* two blocks per multiprocessor: the register cap that implies (128) is what the 128×128 tile
@@ -151,8 +160,8 @@ template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B>
 __global__ void __launch_bounds__(tile_shape<BM, BN, BK, TM, TN>::threads, 2)
 gemm_tiled_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
                   int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
-                  int ldc, float *__restrict__ partials, bool vector_a, bool vector_b,
-                  bool vector_out) {
+                  int ldc, gemm_epilogue epilogue, float *__restrict__ partials, bool vector_a,
+                  bool vector_b, bool vector_out) {
     constexpr int THREADS = tile_shape<BM, BN, BK, TM, TN>::threads;
     __shared__ __align__(16) float a_tile[BK][BM];
     __shared__ __align__(16) float b_tile[BK][BN];
@@ -189,22 +198,24 @@ gemm_tiled_kernel(int m, int n, int k, int k_per_split, float alpha, const float
     }
     if (partials)
         store_c_tile<TM, TN>(acc, partials + (size_t)blockIdx.z * m * n, n, m, n, row0 + thread_row,
-                             col0 + thread_col, 1.0f, 0.0f, vector_out);
+                             col0 + thread_col, 1.0f, 0.0f, gemm_epilogue{}, vector_out);
     else
         store_c_tile<TM, TN>(acc, c, ldc, m, n, row0 + thread_row, col0 + thread_col, alpha, beta,
-                             vector_out);
+                             epilogue, vector_out);
 }
 
-/* C (M×N) = alpha · (partials[0] + partials[1] + ... + partials[splits-1]) + beta · C, the planes
- * (each M×N, row stride N) added in that order. One thread per element of C, grid-stride. */
+/* C (M×N) = epilogue(alpha · (partials[0] + partials[1] + ... + partials[splits-1]) + beta · C),
+ * the planes (each M×N, row stride N) added in that order. One thread per element of C,
+ * grid-stride. */
 __global__ void sum_splits_kernel(const float *__restrict__ partials, int splits, int m, int n,
-                                  float alpha, float beta, float *__restrict__ c, int ldc) {
+                                  float alpha, float beta, float *__restrict__ c, int ldc,
+                                  gemm_epilogue epilogue) {
     const size_t plane = (size_t)m * n;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < plane;
          i += (size_t)gridDim.x * blockDim.x) {
         float sum = 0.0f;
         for (int z = 0; z < splits; z++) sum += partials[z * plane + i];
-        write_c(c, ldc, (int)(i / n), (int)(i % n), sum, alpha, beta);
+        write_c(c, ldc, (int)(i / n), (int)(i % n), sum, alpha, beta, epilogue);
     }
 }
 
@@ -216,7 +227,8 @@ struct gemm_plan {
 };
 
 template <int BM, int BN, int BK, int TM, int TN>
-void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, const gemm_epilogue &epilogue,
+            GPU_GEMM_ARGS) {
     constexpr int THREADS = tile_shape<BM, BN, BK, TM, TN>::threads;
     dim3 blocks(blocks_for(n, BN), blocks_for(m, BM), plan.splits);
     float *partials = plan.splits > 1 ? workspace.data : nullptr;
@@ -224,7 +236,8 @@ void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) 
     bool vout = partials ? n % 4 == 0 : float4_aligned(c, ldc);
 #define GEMM_TILED_LAUNCH(TA, TB)                                                                  \
     gemm_tiled_kernel<BM, BN, BK, TM, TN, TA, TB><<<blocks, THREADS, 0, stream>>>(                 \
-        m, n, k, plan.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, partials, va, vb, vout)
+        m, n, k, plan.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, partials, va, vb,  \
+        vout)
     if (!trans_a && !trans_b) GEMM_TILED_LAUNCH(false, false);
     else if (trans_a && !trans_b) GEMM_TILED_LAUNCH(true, false);
     else if (!trans_a && trans_b) GEMM_TILED_LAUNCH(false, true);
@@ -235,7 +248,7 @@ void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) 
         constexpr unsigned SUM_THREADS = 256;
         unsigned sum_blocks = blocks_for((size_t)m * n, SUM_THREADS);
         sum_splits_kernel<<<sum_blocks < 4096 ? sum_blocks : 4096, SUM_THREADS, 0, stream>>>(
-            partials, plan.splits, m, n, alpha, beta, c, ldc);
+            partials, plan.splits, m, n, alpha, beta, c, ldc, epilogue);
         CUDA_CHECK_LAUNCH();
     }
 }
@@ -283,28 +296,30 @@ gemm_plan choose_plan(int m, int n, int k, gpu_gemm_workspace workspace) {
     return split_k(tile, (int)wanted, m, n, k, workspace);
 }
 
-void run_plan(const gemm_plan &plan, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+void run_plan(const gemm_plan &plan, gpu_gemm_workspace workspace, const gemm_epilogue &epilogue,
+              GPU_GEMM_ARGS) {
 #define GEMM_TILED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
-    if (plan.tile == 128) launch<128, 128, 8, 8, 8>(plan, workspace, GEMM_TILED_ARGS);
-    else if (plan.tile == 64) launch<64, 64, 8, 4, 4>(plan, workspace, GEMM_TILED_ARGS);
-    else launch<32, 32, 16, 4, 4>(plan, workspace, GEMM_TILED_ARGS);
+    if (plan.tile == 128) launch<128, 128, 8, 8, 8>(plan, workspace, epilogue, GEMM_TILED_ARGS);
+    else if (plan.tile == 64) launch<64, 64, 8, 4, 4>(plan, workspace, epilogue, GEMM_TILED_ARGS);
+    else launch<32, 32, 16, 4, 4>(plan, workspace, epilogue, GEMM_TILED_ARGS);
 #undef GEMM_TILED_ARGS
 }
 
 } // namespace
 
-void gpu_gemm_tiled_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+void gpu_gemm_tiled_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS,
+                              const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     if (tile != 32 && tile != 64 && tile != 128) {
         std::fprintf(stderr, "gpu_gemm_tiled_with_plan: no %d×%d tile (32, 64 or 128)\n", tile, tile);
         std::exit(1);
     }
     gemm_plan plan = split_k(tile, splits, m, n, k, workspace);
-    run_plan(plan, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_plan(plan, workspace, epilogue ? *epilogue : gemm_epilogue{}, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gpu_gemm_tiled(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+void gpu_gemm_tiled(gpu_gemm_workspace workspace, GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     gemm_plan plan = choose_plan(m, n, k, workspace);
-    run_plan(plan, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_plan(plan, workspace, epilogue ? *epilogue : gemm_epilogue{}, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

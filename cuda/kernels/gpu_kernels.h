@@ -9,12 +9,16 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "../../src/backend.h" /* gemm_epilogue, pass_cursor */
+
 /* C = alpha * op(A) * op(B) + beta * C; op(A) is M×K, op(B) is K×N, C is M×N, all row-major. */
 #define GPU_GEMM_ARGS                                                                              \
     cudaStream_t stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,             \
         const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc
 
-void gpu_gemm_naive(GPU_GEMM_ARGS);        /* gemm_naive.cu: one thread per element of C */
+/* gemm_naive.cu: one thread per element of C. The training GEMMs (naive, tiled) apply an
+ * epilogue (src/backend.h) as they store C; nullptr: none. */
+void gpu_gemm_naive(GPU_GEMM_ARGS, const gemm_epilogue *epilogue = nullptr);
 void gpu_gemm_tiled_shared(GPU_GEMM_ARGS); /* gemm_tiled_shared.cu: textbook shared-memory tiles */
 
 /* gemm_tiled.cu: register-blocked, wide loads, split-K for small outputs. The workspace holds
@@ -26,32 +30,57 @@ typedef struct {
     size_t floats;
 } gpu_gemm_workspace;
 constexpr size_t GPU_GEMM_WORKSPACE_FLOATS = size_t(4) << 20; /* 16 MiB */
-void gpu_gemm_tiled(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
+void gpu_gemm_tiled(gpu_gemm_workspace workspace, GPU_GEMM_ARGS,
+                    const gemm_epilogue *epilogue = nullptr);
 /* The same with the tile (32, 64 or 128) and the number of K slices forced instead of chosen by
  * size (fewer slices are used where K or the workspace is too small): for tests. */
-void gpu_gemm_tiled_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
+void gpu_gemm_tiled_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS,
+                              const gemm_epilogue *epilogue = nullptr);
 
+/* The unfused epilogues (cpu_ops.h's contracts): z (rows×cols, row stride ld) += bias (NULL:
+ * none), then max(z, 0) if relu; grad = 0 where activation <= 0. */
 void gpu_bias_activation(cudaStream_t stream, float *z, const float *bias, int rows, int cols,
-                         bool relu);
-void gpu_relu_backward(cudaStream_t stream, float *grad, const float *activation, size_t count);
+                         int ld, bool relu);
+void gpu_relu_backward(cudaStream_t stream, float *grad, const float *activation, int rows,
+                       int cols, int ld);
 
+/* softmax_cross_entropy.cu. The output bias gradient (bias_grad, when not NULL) is summed in the
+ * same launch, block by block and then by the last block in block order (deterministic); that
+ * needs `scratch` from gpu_softmax_scratch_create, one per stream, and at most
+ * GPU_SOFTMAX_MAX_CLASSES classes (labels are bytes, so 256 covers every data set). */
+typedef struct {
+    float *block_sums;     /* GPU_SOFTMAX_MAX_BLOCKS × GPU_SOFTMAX_MAX_CLASSES partial sums */
+    unsigned *blocks_done; /* counts finished blocks; back to 0 at the end of each launch */
+} gpu_softmax_scratch;
+constexpr int GPU_SOFTMAX_MAX_BLOCKS = 1024;
+constexpr int GPU_SOFTMAX_MAX_CLASSES = 256;
+gpu_softmax_scratch gpu_softmax_scratch_create(void);
+void gpu_softmax_scratch_destroy(gpu_softmax_scratch scratch);
 void gpu_softmax_cross_entropy(cudaStream_t stream, const float *logits, const uint8_t *labels,
                                int rows, int classes, float grad_scale, float *grad,
-                               float *row_loss, float *row_correct, int32_t *prediction);
+                               float *bias_grad, float *row_loss, float *row_correct,
+                               int32_t *prediction, const pass_cursor *cursor,
+                               gpu_softmax_scratch scratch);
+
+/* cursor.cu: cursor->first_row += rows, cursor->optimizer_steps += 1, on the device. */
+void gpu_advance_cursor(cudaStream_t stream, pass_cursor *cursor, int rows);
 
 void gpu_column_sums(cudaStream_t stream, const float *matrix, int rows, int cols, float *sums);
 void gpu_sum(cudaStream_t stream, const float *x, size_t n, float *result);
 
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
                            size_t n, float lr, float momentum);
+/* Adam at step t = cursor->optimizer_steps + 1, read on the device. */
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
-                   size_t n, float lr, float beta1, float beta2, float eps, int step);
+                   size_t n, float lr, float beta1, float beta2, float eps,
+                   const pass_cursor *cursor);
 
-/* x[r] = pixels[indices[r]] * scale + shift, y[r] = labels[indices[r]]; indices == NULL means
- * row r itself (a batch already gathered). pixels is (at least) rows' worth of count×features. */
+/* x[r] = pixels[i] * scale + shift, y[r] = labels[i] with i = order[cursor->first_row + r];
+ * order == NULL means row r itself (a batch already gathered; cursor is then unused). pixels is
+ * (at least) rows' worth of count×features. */
 void gpu_gather_normalize(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
-                          const int32_t *indices, int rows, int features, float scale,
-                          float shift, float *x, uint8_t *y);
+                          const int32_t *order, const pass_cursor *cursor, int rows,
+                          int features, float scale, float shift, float *x, uint8_t *y);
 
 /* ==== Benchmark kernels (mlp_bench): the dot product of y = sigmoid(w·x), and max pooling ==== */
 

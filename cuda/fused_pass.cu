@@ -1,0 +1,136 @@
+/* Planning and launching the fused pass. The plan: the fewest hidden units per block (1, 2, 4
+ * or 8) such that one block per group of units fits on the GPU at once, which a cooperative
+ * launch requires. 784-256-10 on a 132-SM H100 or H200: 2 units a block, 128 blocks. */
+#include <cstdio>
+
+#include "../src/model.h"
+#include "../src/optimizer.h"
+#include "cuda_check.h"
+#include "fused_mlp.h"
+#include "fused_pass.h"
+#include "gpu_state.h"
+
+struct fused_pass {
+    float *scratch;
+    size_t scratch_floats;
+};
+
+namespace {
+
+struct plan {
+    int units_per_block, blocks;
+};
+
+int state_arrays(const optimizer_config *o) { return o->kind == OPTIMIZER_ADAM ? 2 : 1; }
+
+/* The plan for this model, or {0, 0} with the reason in why. */
+plan make_plan(const training_pass *pass, char *why, size_t why_size) {
+    const mlp_shape *shape = pass->shape;
+    int features = shape->width[0], classes = shape->width[shape->layers];
+    if (shape->layers != 2) {
+        std::snprintf(why, why_size, "the fused kernel holds one hidden layer; this model has %d",
+                      shape->layers - 1);
+        return {0, 0};
+    }
+    if (features % 4 != 0 || features > FUSED_MAX_FEATURES) {
+        std::snprintf(why, why_size,
+                      "the fused kernel reads inputs four bytes at a time, at most %d of them; "
+                      "this data set has %d",
+                      FUSED_MAX_FEATURES, features);
+        return {0, 0};
+    }
+    if (classes > FUSED_MAX_CLASSES) {
+        std::snprintf(why, why_size, "the fused kernel holds at most %d classes", FUSED_MAX_CLASSES);
+        return {0, 0};
+    }
+    int hidden = shape->width[1];
+    for (int units = 1; units <= FUSED_MAX_UNITS_PER_BLOCK; units *= 2) {
+        int blocks = (hidden + units - 1) / units;
+        size_t shared = fused_mlp_shared_bytes(units, features, classes,
+                                               state_arrays(pass->optimizer));
+        if (blocks <= fused_mlp_resident_blocks(units, shared)) return {units, blocks};
+    }
+    std::snprintf(why, why_size,
+                  "%d hidden units do not fit the GPU at %d units per block (the fused kernel "
+                  "needs every block resident at once)",
+                  hidden, FUSED_MAX_UNITS_PER_BLOCK);
+    return {0, 0};
+}
+
+void ensure_scratch(fused_pass *fused, size_t floats) {
+    if (fused->scratch_floats >= floats) return;
+    if (fused->scratch) CUDA_CHECK(cudaFree(fused->scratch));
+    fused->scratch = static_cast<float *>(gpu_alloc_or_exit(floats * sizeof(float)));
+    fused->scratch_floats = floats;
+}
+
+} // namespace
+
+fused_pass *fused_pass_create(void) { return new fused_pass{}; }
+
+void fused_pass_destroy(fused_pass *fused) {
+    if (fused->scratch) CUDA_CHECK(cudaFree(fused->scratch));
+    delete fused;
+}
+
+bool fused_pass_supported(backend *be, const training_pass *pass, char *why, size_t why_size) {
+    (void)be;
+    if (!gpu_feed_recordable(pass->feed)) {
+        std::snprintf(why, why_size,
+                      "the fused kernel reads the data set on the device (--data device)");
+        return false;
+    }
+    return make_plan(pass, why, why_size).blocks > 0;
+}
+
+void fused_pass_run(backend *be, const training_pass *pass) {
+    char why[256];
+    plan p = make_plan(pass, why, sizeof why);
+    if (p.blocks == 0) {
+        std::fprintf(stderr, "mlp_train: internal error: fused pass not supported: %s\n", why);
+        std::exit(1);
+    }
+    gpu_state *gpu = gpu_of(be);
+    const mlp_shape *shape = pass->shape;
+    int classes = shape->width[2];
+    size_t hidden_floats = (size_t)p.blocks * p.units_per_block * pass->batch;
+    size_t logit_floats = (size_t)pass->batch * classes * p.blocks;
+    ensure_scratch(gpu->fused, fused_mlp_scratch_floats(pass->batch, p.blocks * p.units_per_block,
+                                                        classes, p.blocks));
+    gpu_resident_data data = gpu_feed_resident_data(pass->feed);
+    const optimizer_config *o = pass->optimizer;
+
+    fused_mlp_args args{};
+    args.pixels = data.pixels;
+    args.labels = data.labels;
+    args.order = data.order;
+    args.features = shape->width[0];
+    args.hidden = shape->width[1];
+    args.classes = classes;
+    args.scale = data.scale;
+    args.shift = data.shift;
+    args.params = pass->params;
+    args.state[0] = pass->optimizer_state[0];
+    args.state[1] = pass->optimizer_state[1];
+    args.w1 = shape->weight_offset[0];
+    args.b1 = shape->bias_offset[0];
+    args.w2 = shape->weight_offset[1];
+    args.b2 = shape->bias_offset[1];
+    args.adam = o->kind == OPTIMIZER_ADAM;
+    args.lr = o->lr;
+    args.momentum = o->momentum;
+    args.beta1 = o->beta1;
+    args.beta2 = o->beta2;
+    args.eps = o->eps;
+    args.samples = pass->samples;
+    args.batch = pass->batch;
+    args.row_loss = pass->row_loss;
+    args.row_correct = pass->row_correct;
+    args.cursor = pass->cursor;
+    args.hidden_t = gpu->fused->scratch;
+    args.partial_logits = args.hidden_t + hidden_floats;
+    args.dlogits = args.partial_logits + logit_floats;
+    args.units_per_block = p.units_per_block;
+    args.blocks = p.blocks;
+    gpu_fused_mlp_pass(gpu->stream, args);
+}

@@ -1,0 +1,62 @@
+/* The fused implementation's kernel: a whole training pass of a 784-H-10 MLP (one hidden layer)
+ * in one persistent, cooperatively launched kernel. fused_mlp.cu says how it works. */
+#ifndef MLP_FUSED_MLP_H
+#define MLP_FUSED_MLP_H
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "../../src/backend.h"
+
+/* The limits of the design; fused_pass.cu refuses (and the trainer falls back) outside them. */
+constexpr int FUSED_THREADS = 256;              /* threads per block: 8 warps */
+constexpr int FUSED_MAX_FEATURES = 4 * FUSED_THREADS; /* one thread per 4 pixels in the backward */
+constexpr int FUSED_MAX_CLASSES = 32;           /* one lane per class in the softmax */
+constexpr int FUSED_MAX_UNITS_PER_BLOCK = 8;
+
+struct fused_mlp_args {
+    /* the data set, resident on the device, and the pass's order of samples */
+    const uint8_t *pixels; /* count×features bytes */
+    const uint8_t *labels;
+    const int32_t *order;  /* samples of the pass, in order */
+    int features, hidden, classes;
+    float scale, shift;    /* x = pixel * scale + shift */
+
+    /* the model: W1 features×hidden, b1, W2 hidden×classes, b2, all row-major, in one flat
+     * array; the optimizer's state arrays have the same layout */
+    float *params;
+    float *state[2];
+    size_t w1, b1, w2, b2; /* offsets into params (and state) */
+
+    bool adam;
+    float lr, momentum, beta1, beta2, eps;
+
+    int samples, batch;    /* the pass: samples rows, batch rows a step (the last: the rest) */
+    float *row_loss, *row_correct; /* per sample of the pass */
+    pass_cursor *cursor;   /* read at the start (Adam's step count), set past the pass at the end */
+
+    /* scratch in device memory, sized by fused_mlp_scratch_floats */
+    float *hidden_t;       /* (blocks·units_per_block)×batch: hidden activations, unit-major */
+    float *partial_logits; /* batch×classes×blocks: each block's share of each logit */
+    float *dlogits;        /* batch×classes: the loss's gradient w.r.t. the logits */
+
+    int units_per_block;   /* 1, 2, 4 or 8: hidden units each block owns */
+    int blocks;            /* ceil(hidden / units_per_block), all resident at once */
+};
+
+/* Bytes of shared memory a block needs. */
+size_t fused_mlp_shared_bytes(int units_per_block, int features, int classes, int state_arrays);
+
+/* How many blocks of that size fit on the device at once (0 if none): a cooperative launch
+ * needs every block resident. */
+int fused_mlp_resident_blocks(int units_per_block, size_t shared_bytes);
+
+/* Floats of scratch for hidden_t, partial_logits and dlogits; units = blocks × units_per_block. */
+size_t fused_mlp_scratch_floats(int batch, int units, int classes, int blocks);
+
+/* Launches the pass on stream (cooperatively); returns at once. */
+void gpu_fused_mlp_pass(cudaStream_t stream, const fused_mlp_args &args);
+
+#endif
