@@ -231,10 +231,13 @@ static bool read_file(const char *path, uint8_t **bytes, size_t *size, char *err
     *bytes = malloc(*size ? *size : 1);
     bool ok = *bytes && fread(*bytes, 1, *size, f) == *size;
     fclose(f);
+    if (!*bytes)
+        snprintf(err, err_size, "%s: out of host memory reading its %zu bytes", path, *size);
+    else if (!ok)
+        snprintf(err, err_size, "%s: cannot read the file", path);
     if (!ok) {
         free(*bytes);
         *bytes = NULL;
-        snprintf(err, err_size, "%s: cannot read the file", path);
     }
     return ok;
 }
