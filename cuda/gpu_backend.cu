@@ -73,6 +73,13 @@ void download(backend *be, void *dst, const void *src, size_t bytes) {
 
 void synchronize(backend *be) { CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->stream)); }
 
+size_t memory_available(backend *be) {
+    (void)be;
+    size_t free_bytes = 0, total_bytes = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    return free_bytes;
+}
+
 /* ---- the other operations: kernels/ ---- */
 
 void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labels, int rows,
@@ -214,6 +221,7 @@ void fill_table(backend *be, const gpu_impl *chosen) {
     be->upload = upload;
     be->download = download;
     be->synchronize = synchronize;
+    be->memory_available = memory_available;
     be->gemm = chosen->gemm;
     be->softmax_cross_entropy = softmax_cross_entropy;
     be->column_sums = column_sums;

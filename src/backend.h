@@ -102,6 +102,8 @@ struct backend {
     void (*upload)(backend *be, void *dst, const void *src, size_t bytes);   /* host → device */
     void (*download)(backend *be, void *dst, const void *src, size_t bytes); /* device → host, waits */
     void (*synchronize)(backend *be);
+    /* Bytes alloc() can still hand out (what the device has free); SIZE_MAX if unknown. */
+    size_t (*memory_available)(backend *be);
 
     /* ---- the math of one training step ---- */
     gemm_fn *gemm;

@@ -3,6 +3,7 @@
 #include "checkpoint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,40 +17,58 @@ static const char MAGIC[8] = {'M', 'L', 'P', 'C', 'K', 'P', 'T', '\0'};
 /* Larger than any model this tool trains; keeps a corrupt length from asking for terabytes. */
 #define CHECKPOINT_MAX_BYTES ((size_t)1 << 32)
 
-/* ---- a growable byte buffer with little-endian writers ---- */
+/* ---- a buffered little-endian writer that keeps the CRC-32 of what it wrote ---- */
+
+#define WRITER_CHUNK_BYTES 65536
 
 typedef struct {
-    uint8_t *bytes;
-    size_t size, capacity;
-} byte_buffer;
+    FILE *file;
+    uLong crc;
+    bool failed; /* a write failed; errno says why */
+    size_t used;
+    uint8_t chunk[WRITER_CHUNK_BYTES];
+} crc_writer;
 
-static void buffer_put(byte_buffer *b, const void *data, size_t n) {
-    if (b->size + n > b->capacity) {
-        size_t capacity = b->capacity ? b->capacity : 4096;
-        while (capacity < b->size + n) capacity *= 2;
-        uint8_t *bigger = realloc(b->bytes, capacity);
-        if (!bigger) {
-            fprintf(stderr, "mlp_train: out of host memory writing a checkpoint\n");
-            exit(1);
-        }
-        b->bytes = bigger;
-        b->capacity = capacity;
+/* Writes out the buffered bytes, adding them to the CRC; after a failed write, only discards. */
+static void writer_flush(crc_writer *w) {
+    if (!w->failed && w->used > 0) {
+        w->crc = crc32(w->crc, w->chunk, (uInt)w->used);
+        w->failed = fwrite(w->chunk, 1, w->used, w->file) != w->used;
     }
-    memcpy(b->bytes + b->size, data, n);
-    b->size += n;
+    w->used = 0;
 }
 
-static void put_u32(byte_buffer *b, uint32_t v) {
+static void put_bytes(crc_writer *w, const void *bytes, size_t n) {
+    const uint8_t *next = bytes;
+    while (n > 0) {
+        if (w->used == sizeof w->chunk) writer_flush(w);
+        size_t room = sizeof w->chunk - w->used;
+        size_t step = n < room ? n : room;
+        memcpy(w->chunk + w->used, next, step);
+        w->used += step;
+        next += step;
+        n -= step;
+    }
+}
+
+static void put_u32(crc_writer *w, uint32_t v) {
     uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    buffer_put(b, le, 4);
+    put_bytes(w, le, 4);
 }
 
-static void put_floats(byte_buffer *b, const float *values, size_t n) {
+static void put_floats(crc_writer *w, const float *values, size_t n) {
     for (size_t i = 0; i < n; i++) {
         uint32_t bits;
         memcpy(&bits, &values[i], 4);
-        put_u32(b, bits);
+        put_u32(w, bits);
     }
+}
+
+/* Writes out what is buffered, then the CRC-32 of everything before it (not summed itself). */
+static bool writer_finish(crc_writer *w) {
+    writer_flush(w);
+    put_u32(w, (uint32_t)w->crc);
+    return !w->failed && fwrite(w->chunk, 1, w->used, w->file) == w->used;
 }
 
 /* ---- a bounds-checked reader ---- */
@@ -99,57 +118,90 @@ static uint32_t crc_of(const uint8_t *bytes, size_t n) {
 
 /* ---- saving ---- */
 
-static void serialize(const checkpoint *c, byte_buffer *b) {
-    buffer_put(b, MAGIC, sizeof MAGIC);
-    put_u32(b, CHECKPOINT_VERSION);
-    put_u32(b, (uint32_t)c->shape.layers);
-    for (int l = 0; l <= c->shape.layers; l++) put_u32(b, (uint32_t)c->shape.width[l]);
-    put_u32(b, c->optimizer == OPTIMIZER_ADAM ? 1u : 0u);
-    put_u32(b, (uint32_t)c->optimizer_step);
-    put_u32(b, (uint32_t)c->epochs_done);
-    put_u32(b, (uint32_t)c->state_arrays);
-    put_floats(b, &c->input_scale, 1);
-    put_floats(b, &c->input_shift, 1);
-    put_floats(b, c->params, c->shape.param_count);
-    put_floats(b, c->state, c->shape.param_count * (size_t)c->state_arrays);
-    put_u32(b, crc_of(b->bytes, b->size));
+bool checkpoint_write(FILE *out, const checkpoint *c) {
+    crc_writer *w = malloc(sizeof *w);
+    if (!w) return false;
+    w->file = out;
+    w->crc = crc32(0L, Z_NULL, 0);
+    w->failed = false;
+    w->used = 0;
+    put_bytes(w, MAGIC, sizeof MAGIC);
+    put_u32(w, CHECKPOINT_VERSION);
+    put_u32(w, (uint32_t)c->shape.layers);
+    for (int l = 0; l <= c->shape.layers; l++) put_u32(w, (uint32_t)c->shape.width[l]);
+    put_u32(w, c->optimizer == OPTIMIZER_ADAM ? 1u : 0u);
+    put_u32(w, (uint32_t)c->optimizer_step);
+    put_u32(w, (uint32_t)c->epochs_done);
+    put_u32(w, (uint32_t)c->state_arrays);
+    put_floats(w, &c->input_scale, 1);
+    put_floats(w, &c->input_shift, 1);
+    put_floats(w, c->params, c->shape.param_count);
+    put_floats(w, c->state, c->shape.param_count * (size_t)c->state_arrays);
+    bool ok = writer_finish(w);
+    free(w);
+    return ok;
 }
 
-static bool write_all(FILE *f, const uint8_t *bytes, size_t n) {
-    return fwrite(bytes, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
-}
-
-bool checkpoint_save(const char *path, const checkpoint *c, char *err, size_t err_size) {
-    byte_buffer b = {0};
-    serialize(c, &b);
-    size_t temp_size = strlen(path) + 16;
-    char *temp = malloc(temp_size);
-    if (!temp) {
-        free(b.bytes);
-        snprintf(err, err_size, "%s: out of memory", path);
-        return false;
-    }
-    snprintf(temp, temp_size, "%s.tmp.%ld", path, (long)getpid());
-    bool ok = false;
+/* Writes c into a new file at temp and forces it to the disk; on failure removes temp and
+ * explains. */
+static bool write_durably(const char *path, const char *temp, const checkpoint *c, char *err,
+                          size_t err_size) {
     FILE *f = fopen(temp, "wb");
     if (!f) {
         snprintf(err, err_size, "%s: cannot create its temporary file %s: %s", path, temp,
                  strerror(errno));
-    } else if (!write_all(f, b.bytes, b.size)) {
-        snprintf(err, err_size, "%s: cannot write: %s", temp, strerror(errno));
-        fclose(f);
-        remove(temp);
-    } else if (fclose(f) != 0) {
-        snprintf(err, err_size, "%s: cannot write: %s", temp, strerror(errno));
-        remove(temp);
-    } else if (rename(temp, path) != 0) {
-        snprintf(err, err_size, "%s: cannot replace: %s", path, strerror(errno));
-        remove(temp);
-    } else {
-        ok = true;
+        return false;
     }
+    bool ok = checkpoint_write(f, c) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    if (!ok) {
+        snprintf(err, err_size, "%s: cannot write: %s", temp, strerror(saved));
+        remove(temp);
+    }
+    return ok;
+}
+
+static bool replace(const char *temp, const char *path, char *err, size_t err_size) {
+    if (rename(temp, path) == 0) return true;
+    snprintf(err, err_size, "%s: cannot replace: %s", path, strerror(errno));
+    remove(temp);
+    return false;
+}
+
+/* Forces a rename in path's directory to the disk (fsync on the directory). File systems that
+ * cannot sync a directory (EINVAL) have nothing more to do. */
+static bool sync_directory_of(const char *path, char *err, size_t err_size) {
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) {
+        snprintf(err, err_size, "%s: out of host memory", path);
+        return false;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    bool ok = fd >= 0 && (fsync(fd) == 0 || errno == EINVAL);
+    if (!ok)
+        snprintf(err, err_size, "%s: written, but its directory %s cannot be synced: %s", path, dir,
+                 strerror(errno));
+    if (fd >= 0) close(fd);
+    free(dir);
+    return ok;
+}
+
+bool checkpoint_save(const char *path, const checkpoint *c, char *err, size_t err_size) {
+    size_t temp_size = strlen(path) + sizeof CHECKPOINT_TEMP_INFIX + 24;
+    char *temp = malloc(temp_size);
+    if (!temp) {
+        snprintf(err, err_size, "%s: out of host memory", path);
+        return false;
+    }
+    snprintf(temp, temp_size, "%s" CHECKPOINT_TEMP_INFIX "%ld", path, (long)getpid());
+    bool ok = write_durably(path, temp, c, err, err_size) && replace(temp, path, err, err_size) &&
+              sync_directory_of(path, err, err_size);
     free(temp);
-    free(b.bytes);
     return ok;
 }
 
@@ -179,10 +231,13 @@ static bool read_file(const char *path, uint8_t **bytes, size_t *size, char *err
     *bytes = malloc(*size ? *size : 1);
     bool ok = *bytes && fread(*bytes, 1, *size, f) == *size;
     fclose(f);
+    if (!*bytes)
+        snprintf(err, err_size, "%s: out of host memory reading its %zu bytes", path, *size);
+    else if (!ok)
+        snprintf(err, err_size, "%s: cannot read the file", path);
     if (!ok) {
         free(*bytes);
         *bytes = NULL;
-        snprintf(err, err_size, "%s: cannot read the file", path);
     }
     return ok;
 }
@@ -265,7 +320,8 @@ bool checkpoint_load(const char *path, checkpoint *c, char *err, size_t err_size
     c->params = malloc(c->shape.param_count * sizeof(float));
     c->state = malloc(c->shape.param_count * c->state_arrays * sizeof(float));
     if (!c->params || !c->state) {
-        snprintf(err, err_size, "%s: out of memory", path);
+        snprintf(err, err_size, "%s: out of host memory for its %zu parameters and optimizer state",
+                 path, c->shape.param_count);
         goto done;
     }
     get_floats(&r, c->params, c->shape.param_count);

@@ -14,6 +14,7 @@
 #include "cpu_gemm.h"
 #include "cpu_ops.h"
 #include "dataset.h"
+#include "memory_plan.h"
 
 /* ---- GEMM: the one operation in which the CPU implementations differ ---- */
 
@@ -70,6 +71,11 @@ static void host_release(backend *be, void *p) {
 static void host_copy(backend *be, void *dst, const void *src, size_t bytes) {
     (void)be;
     memcpy(dst, src, bytes);
+}
+
+static size_t host_memory_left(backend *be) {
+    (void)be;
+    return host_memory_available();
 }
 
 static void nothing_to_wait_for(backend *be) { (void)be; }
@@ -231,6 +237,7 @@ backend *cpu_backend_create(const char *impl) {
         .upload = host_copy,
         .download = host_copy,
         .synchronize = nothing_to_wait_for,
+        .memory_available = host_memory_left,
         .gemm = cpu_impls[chosen].gemm,
         .softmax_cross_entropy = softmax_cross_entropy,
         .column_sums = column_sums,

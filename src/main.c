@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "cpu_backend.h"
 #include "dataset.h"
+#include "memory_plan.h"
 #include "model.h"
 #include "report.h"
 #include "trainer.h"
@@ -158,9 +159,46 @@ static bool load_inputs(run_state *s, char *err) {
     return true;
 }
 
+/* Refuses, before anything is allocated, a run whose model cannot fit in host memory (on the
+ * CPU the trainer's buffers are host memory too), naming what does not fit. */
+static bool check_host_memory(const run_state *s, char *err) {
+    const cli_options *o = &s->options;
+    int arrays = o->optimizer.kind == OPTIMIZER_ADAM ? 2 : 1;
+    size_t params = s->shape.param_count * sizeof(float);
+    memory_plan plan = {0};
+    if (strcmp(s->device, "cpu") == 0)
+        memory_plan_trainer(&plan, &s->shape, o->batch, arrays, o->eval_only ? 0 : s->train.count,
+                            s->test.count);
+    if (!s->have_checkpoint) memory_plan_add(&plan, "initial parameters", params);
+    if (o->save_path) memory_plan_add(&plan, "the checkpoint's copy", params * (1 + arrays));
+    char shape[256], what[320];
+    mlp_shape_format(&s->shape, shape, sizeof shape);
+    snprintf(what, sizeof what, "the model %s at batch %d", shape, o->batch);
+    return memory_plan_fits(&plan, host_memory_available(), what, "host memory", err, ERR_SIZE);
+}
+
+/* On the GPU the trainer's buffers (and the resident data set) are device memory: refused, before
+ * anything is allocated there, if they cannot fit, naming what does not. */
+static bool check_device_memory(const run_state *s, char *err) {
+    const cli_options *o = &s->options;
+    if (strcmp(s->device, "gpu") != 0) return true; /* check_host_memory covered it */
+    memory_plan plan = {0};
+    int train_count = o->eval_only ? 0 : s->train.count;
+    memory_plan_trainer(&plan, &s->shape, o->batch, o->optimizer.kind == OPTIMIZER_ADAM ? 2 : 1,
+                        train_count, s->test.count);
+    if (o->feed.placement == DATA_RESIDENT)
+        memory_plan_add(&plan, "the data set",
+                        ((size_t)train_count + s->test.count) * (s->test.features + 1));
+    char shape[256], what[320];
+    mlp_shape_format(&s->shape, shape, sizeof shape);
+    snprintf(what, sizeof what, "the model %s at batch %d", shape, o->batch);
+    return memory_plan_fits(&plan, s->be->memory_available(s->be), what, "GPU memory", err,
+                            ERR_SIZE);
+}
+
 static bool start_trainer(run_state *s, char *err) {
     s->be = backend_create(s->device, s->options.impl, err, ERR_SIZE);
-    if (!s->be) return false;
+    if (!s->be || !check_device_memory(s, err)) return false;
     train_config config = {
         .batch = s->options.batch,
         .seed = s->options.seed,
@@ -258,7 +296,9 @@ static int run(run_state *s) {
     char err[ERR_SIZE];
     s->threads = s->options.threads ? s->options.threads : omp_get_num_procs();
     cpu_set_threads(s->threads, s->options.impl);
-    if (!choose_device(s, err) || !load_inputs(s, err) || !start_trainer(s, err)) return fail(err);
+    if (!choose_device(s, err) || !load_inputs(s, err) || !check_host_memory(s, err) ||
+        !start_trainer(s, err))
+        return fail(err);
     nvtx_range_push("run");
     int status = s->options.eval_only ? evaluate_only(s) : train(s);
     nvtx_range_pop();

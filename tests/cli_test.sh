@@ -115,6 +115,18 @@ expect 1 'checksum mismatch' -- "$mlp_train" --device cpu --data "$data" --load 
 expect 1 "model is 784-256-10, not 784-128-10" -- "$mlp_train" "${quick[@]}" --load "$work/model.ckpt" --hidden 128
 expect 1 'trained with sgd; resume it with --optimizer sgd' -- "$mlp_train" "${quick[@]}" --load "$work/model.ckpt" --optimizer adam
 
+# out of host memory: a model of 14.6 GB of parameters, under a 4 GB address-space limit (so
+# it fails at once, whatever the machine has): exit 1 and a message naming host memory, no
+# crash. Skipped under AddressSanitizer, which needs terabytes of address space to start.
+if ldd "$mlp_train" 2>/dev/null | grep -q libasan; then
+    echo "cli_test: the host-memory check is skipped under AddressSanitizer"
+else
+    expect 1 'host memory' -- bash -c 'ulimit -v 4000000 && exec "$@"' limited \
+        "$mlp_train" "${quick[@]}" --threads 2 --hidden 60000,60000 --save "$work/huge.ckpt"
+    checks=$((checks + 1))
+    [ ! -e "$work/huge.ckpt" ] || fail "a run out of host memory saved a checkpoint"
+fi
+
 # divergence is reported, not printed as garbage, and nothing is saved
 expect 1 'training diverged in epoch 1' -- "$mlp_train" "${quick[@]}" --lr 100000 --save "$work/nan.ckpt"
 checks=$((checks + 1))

@@ -18,6 +18,8 @@
 #   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
+#   limits    models too large for the GPU's memory (a huge --hidden, a huge --batch on top):
+#             each must end with exit 1 and a message, not a crash
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RESULTS:-$root/out}
@@ -177,6 +179,20 @@ stage_bench() {
     python3 tools/plot_bench.py --out "$out/plots" "$out"/gemm_gpu.csv "$out"/gemm_cpu_1.csv \
         "$out"/gemm_cpu_all.csv "$out"/dot.csv "$out"/maxpool.csv >"$out/plot.log" 2>&1 ||
         echo "plots: failed (see plot.log)"
+    return $status
+}
+
+stage_limits() {
+    local status=0 args
+    # 3 × 4.3e9 parameters (52 GB each for parameters, gradients, momentum); then activations of
+    # 65536 × 65536 floats (17 GB per layer) on top: past the 141 GB of an H200 either way
+    for args in "--hidden 65536,65536,65536,65536" "--batch 65536 --hidden 65536,65536,65536"; do
+        timeout 600 "$mlp" --device gpu --impl blas --data "$data" --epochs 1 --quiet $args \
+            >"$out/limits.log" 2>&1
+        local s=$?
+        echo "limits: --device gpu $args: exit $s: $(tail -n 1 "$out/limits.log")"
+        [ $s -eq 1 ] || status=1
+    done
     return $status
 }
 

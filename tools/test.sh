@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of the README (and of CI): set up and build, run every test (GPU tests skip
 # where there is no GPU), then build the CPU product alone with AddressSanitizer and
-# UndefinedBehaviorSanitizer and run the CPU tests again under them.
+# UndefinedBehaviorSanitizer and run the CPU tests again under them, then fuzz the IDX reader
+# and the checkpoint loader for FUZZ_SECONDS each (default 60; tools/fuzz.sh).
 # Usage: tools/test.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,4 +18,13 @@ cmake -S "$root" -B "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DM
 cmake --build "$root/build-sanitize" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs" -L cpu
+
+echo "== fuzzing (build-fuzz/)"
+status=0
+"$root/tools/fuzz.sh" "${FUZZ_SECONDS:-60}" || status=$?
+if [ $status -eq 77 ]; then
+    echo "FAIL: fuzzing could not run (clang with libFuzzer is missing after tools/setup.sh)" >&2
+    exit 1
+fi
+[ $status -eq 0 ] || exit $status
 echo "== all tests passed"
