@@ -6,16 +6,18 @@
  * its padding checked after. The rungs that pick a tile and K slices by size are also run with
  * each plan forced, so every kernel meets every shape.
  *
- * The tensor-core rungs round A and B (to TF32 inside the kernel, round to nearest with ties
- * away from zero; to BF16 before it, ties to even). Each result is held to two references: the
+ * The tensor-core rungs round A and B (to TF32 inside the kernel: to nearest with ties away
+ * from zero with mma.sync, truncated with wgmma; to BF16 before it, ties to even). Each result is held to two references: the
  * product of the inputs rounded the same way, within the FP32 bound (all that is left is FP32
  * summation, so a wrong index or a lost K step shows), and the product of the FP32 inputs,
  * within the bound of the precision (mlp_bench's bounds). Errors are per element, against the
  * size of the terms: |got − want| / (|alpha|·Σ|a·b| + |beta·c|).
  *
- * MLP_TEST_SHAPES=small skips the large shapes (for compute-sanitizer). Exits 77 (skipped)
- * where there is no GPU. */
+ * MLP_TEST_SHAPES=small skips the large shapes, =tiny all but the smallest and beta = 0 only
+ * (for the compute-sanitizer tools, which are slow); MLP_TEST_RUNGS=TEXT runs only the rungs whose name
+ * contains TEXT. Exits 77 (skipped) where there is no GPU. */
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -41,15 +43,15 @@ using bf16 = __nv_bfloat16;
 
 /* ---- how a rung rounds its inputs, and the bounds ---- */
 
-enum rounding { AS_IS, TF32, BF16, ROUNDINGS };
-const char *const ROUNDING_NAMES[] = {"fp32", "tf32", "bf16"};
+enum rounding { AS_IS, TF32, TF32_TRUNCATED, BF16, ROUNDINGS };
+const char *const ROUNDING_NAMES[] = {"fp32", "tf32", "tf32 (truncated)", "bf16"};
 
 /* Against the reference of the inputs rounded as the rung rounds them: FP32 summation of up
  * to ~4000 random-signed terms stays near 1e-7 of their size. */
 constexpr double SUMMATION_BOUND = 1e-5;
 /* Against the reference of the FP32 inputs: rounding both factors of a product to a p-bit
  * mantissa moves it by at most 2·2^-p of its size; twice that (as mlp_bench). */
-const double PRECISION_BOUND[] = {1e-5, 4e-3, 1.6e-2};
+const double PRECISION_BOUND[] = {1e-5, 4e-3, 4e-3, 1.6e-2};
 
 /* To TF32 as cvt.rna.tf32.f32 does: 10 mantissa bits, to nearest, ties away from zero. */
 float round_tf32(float x) {
@@ -61,10 +63,21 @@ float round_tf32(float x) {
     return x;
 }
 
+/* To TF32 as the tensor cores read FP32 bits from shared memory: the low 13 bits dropped. */
+float truncate_tf32(float x) {
+    if (!std::isfinite(x)) return x;
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits &= 0xFFFFE000u;
+    std::memcpy(&x, &bits, sizeof bits);
+    return x;
+}
+
 float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
 std::vector<float> rounded(std::vector<float> v, rounding how) {
     if (how == TF32) std::transform(v.begin(), v.end(), v.begin(), round_tf32);
+    if (how == TF32_TRUNCATED) std::transform(v.begin(), v.end(), v.begin(), truncate_tf32);
     if (how == BF16) std::transform(v.begin(), v.end(), v.begin(), round_bf16);
     return v;
 }
@@ -176,9 +189,17 @@ void tf32(const launch_args &x) { gpu_gemm_tf32_mma(workspace, FP32_ARGS); }
 template <int SPLITS> void tf32_splits(const launch_args &x) {
     gpu_gemm_tf32_mma_with_splits(SPLITS, workspace, FP32_ARGS);
 }
+void tf32_wgmma(const launch_args &x) { gpu_gemm_tf32_wgmma(workspace, FP32_ARGS); }
+template <int SPLITS> void tf32_wgmma_splits(const launch_args &x) {
+    gpu_gemm_tf32_wgmma_with_splits(SPLITS, workspace, FP32_ARGS);
+}
 void bf16_rung(const launch_args &x) { gpu_gemm_bf16_mma(workspace, BF16_ARGS); }
 template <int SPLITS> void bf16_splits(const launch_args &x) {
     gpu_gemm_bf16_mma_with_splits(SPLITS, workspace, BF16_ARGS);
+}
+void bf16_wgmma(const launch_args &x) { gpu_gemm_bf16_wgmma(workspace, BF16_ARGS); }
+template <int SPLITS> void bf16_wgmma_splits(const launch_args &x) {
+    gpu_gemm_bf16_wgmma_with_splits(SPLITS, workspace, BF16_ARGS);
 }
 
 #undef FP32_ARGS
@@ -188,12 +209,14 @@ struct rung {
     const char *name;
     rounding inputs;
     void (*launch)(const launch_args &);
+    bool hopper_only;
 };
 
 /* Split-K slices are at least 32 (pipelined) or 64 (tensor cores) deep, so small K gets
  * fewer slices than asked for, and K = 65 two uneven ones. */
 const rung RUNGS[] = {
     {"warptiled", AS_IS, warptiled},
+    {"pipelined(32, 3 K slices)", AS_IS, pipelined_plan<32, 3>},
     {"pipelined(64)", AS_IS, pipelined_plan<64, 1>},
     {"pipelined(128)", AS_IS, pipelined_plan<128, 1>},
     {"pipelined(64, 5 K slices)", AS_IS, pipelined_plan<64, 5>},
@@ -202,9 +225,15 @@ const rung RUNGS[] = {
     {"tf32_mma(1 K slice)", TF32, tf32_splits<1>},
     {"tf32_mma(3 K slices)", TF32, tf32_splits<3>},
     {"tf32_mma(auto)", TF32, tf32},
+    {"tf32_wgmma(1 K slice)", TF32_TRUNCATED, tf32_wgmma_splits<1>, true},
+    {"tf32_wgmma(3 K slices)", TF32_TRUNCATED, tf32_wgmma_splits<3>, true},
+    {"tf32_wgmma(auto)", TF32_TRUNCATED, tf32_wgmma, true},
     {"bf16_mma(1 K slice)", BF16, bf16_splits<1>},
     {"bf16_mma(4 K slices)", BF16, bf16_splits<4>},
     {"bf16_mma(auto)", BF16, bf16_rung},
+    {"bf16_wgmma(1 K slice)", BF16, bf16_wgmma_splits<1>, true},
+    {"bf16_wgmma(4 K slices)", BF16, bf16_wgmma_splits<4>, true},
+    {"bf16_wgmma(auto)", BF16, bf16_wgmma, true},
 };
 
 /* Largest |got − want| / scale over C's elements; infinite for a NaN (an unwritten element). */
@@ -261,7 +290,7 @@ void check_rung(const rung &r, const gemm_problem &p, device_buffer<float> &da,
           SUMMATION_BOUND, total, PRECISION_BOUND[r.inputs], intact ? "" : ", wrote outside C");
 }
 
-void check_ladder() {
+void check_ladder(bool hopper) {
     const gemm_case cases[] = {
         {1, 1, 1, 0, 0},       {2, 3, 4, 0, 0},        {17, 33, 65, 0, 0},     {1000, 3, 7, 0, 0},
         {7, 1000, 3, 0, 0},    {64, 784, 256, 0, 0},   {129, 257, 513, 0, 0},  {512, 256, 784, 0, 0},
@@ -274,16 +303,23 @@ void check_ladder() {
         {10, 7, 4099, 0, 0},   {33, 65, 2001, 1, 1},   {1537, 1543, 97, 0, 0},
     };
     const char *shapes = std::getenv("MLP_TEST_SHAPES");
-    const bool small_only = shapes && std::strcmp(shapes, "small") == 0;
+    const long max_volume = !shapes                          ? LONG_MAX
+                            : std::strcmp(shapes, "small") == 0 ? 5000000L
+                            : std::strcmp(shapes, "tiny") == 0  ? 300000L
+                                                                : LONG_MAX;
+    const char *only = std::getenv("MLP_TEST_RUNGS");
+    const bool tiny = shapes && std::strcmp(shapes, "tiny") == 0; /* racecheck: beta = 0 only */
     for (const gemm_case &g : cases) {
-        const long volume = (long)g.m * g.n * g.k;
-        if (small_only && volume > 5000000L) continue;
+        if ((long)g.m * g.n * g.k > max_volume) continue;
         for (int t = 0; t < 4; t++)
             for (bool accumulate : {false, true}) {
+                if (tiny && accumulate) continue;
                 const gemm_problem p = make_problem(t & 1, t & 2, g, accumulate);
                 device_buffer<float> da(p.a), db(p.b);
                 device_buffer<bf16> da16(to_bf16(p.a)), db16(to_bf16(p.b));
-                for (const rung &r : RUNGS) check_rung(r, p, da, db, da16, db16);
+                for (const rung &r : RUNGS)
+                    if ((hopper || !r.hopper_only) && (!only || std::strstr(r.name, only)))
+                        check_rung(r, p, da, db, da16, db16);
             }
     }
 }
@@ -300,7 +336,9 @@ int main() {
     CUDA_CHECK(cudaStreamCreate(&stream));
     workspace = {nullptr, GPU_GEMM_WORKSPACE_FLOATS};
     CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));
-    check_ladder();
+    const bool hopper = gpu_gemm_wgmma_available();
+    if (!hopper) std::printf("test_gpu_gemm_ladder: not a Hopper GPU: the wgmma rungs skipped\n");
+    check_ladder(hopper);
     CUDA_CHECK(cudaFree(workspace.data));
     CUDA_CHECK(cudaStreamDestroy(stream));
     return test_exit_status("test_gpu_gemm_ladder");

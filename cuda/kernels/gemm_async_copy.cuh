@@ -44,34 +44,44 @@ template <int GROUPS_IN_FLIGHT> __device__ __forceinline__ void cp_async_wait() 
  * `global` points at the matrix's element (line0, pos0); its lines are `ld` elements apart and
  * its elements along a line are contiguous. Lines at or past line_end, and positions at or
  * past pos_end, are outside the matrix and become zeros. The copy is cut into 16-byte chunks;
- * consecutive threads take consecutive chunks of a line, so a warp reads whole segments.
- * A chunk wholly inside the matrix goes by cp_async_16 when `vectors` (the matrix and its row
- * stride are 16-byte aligned); otherwise element by element through registers, which is slower
- * but needs no alignment: the edge of a matrix whose size is not a multiple of the chunk, and
- * matrices with odd strides or offsets. */
+ * consecutive threads take consecutive chunks of a line, so a warp reads whole segments, and
+ * each thread keeps the same position in every round, LINES_PER_ROUND lines further each time.
+ *
+ * A tile wholly inside an aligned matrix (`vectors`: the matrix and its row stride are 16-byte
+ * aligned) is all cp_async_16 with no checks: the common case. Otherwise each chunk is checked:
+ * a chunk wholly inside goes by cp_async_16 if `vectors`, the others element by element through
+ * registers, which is slower but needs no alignment: the edge of a matrix whose size is not a
+ * multiple of the chunk, and matrices with odd strides or offsets. */
 template <typename T, int LINES, int WIDTH, int SHARED_LINE, int THREADS>
 __device__ __forceinline__ void copy_tile_async(T *shared, const T *global, int ld, int line0,
                                                 int pos0, int line_end, int pos_end, bool vectors) {
     constexpr int CHUNK = 16 / sizeof(T);
     constexpr int CHUNKS_PER_LINE = WIDTH / CHUNK;
-    static_assert(WIDTH % CHUNK == 0 && (LINES * CHUNKS_PER_LINE) % THREADS == 0,
+    constexpr int LINES_PER_ROUND = THREADS / CHUNKS_PER_LINE, ROUNDS = LINES / LINES_PER_ROUND;
+    static_assert(WIDTH % CHUNK == 0 && THREADS % CHUNKS_PER_LINE == 0 && LINES % LINES_PER_ROUND == 0,
                   "the tile must split into whole chunks, the same number per thread");
     static_assert(SHARED_LINE % CHUNK == 0, "shared lines must keep 16-byte alignment");
-    /* not unrolled: unrolled, the compiler keeps every chunk's address in registers across the
-     * caller's main loop, which pushed the tensor-core rungs' accumulators into local memory */
+    const int line = threadIdx.x / CHUNKS_PER_LINE, pos = (threadIdx.x % CHUNKS_PER_LINE) * CHUNK;
+    T *to = shared + line * SHARED_LINE + pos;
+    const T *from = global + (size_t)line * ld + pos;
+    const size_t round_stride = (size_t)LINES_PER_ROUND * ld;
+    if (vectors && line0 + LINES <= line_end && pos0 + WIDTH <= pos_end) {
+#pragma unroll
+        for (int round = 0; round < ROUNDS; round++, from += round_stride)
+            cp_async_16(to + round * LINES_PER_ROUND * SHARED_LINE, from);
+        return;
+    }
+    const int inside_line = min(CHUNK, max(0, pos_end - (pos0 + pos))); /* of a line inside */
+    /* not unrolled: this path is rare, and unrolled it keeps every chunk's address in registers */
 #pragma unroll 1
-    for (int round = 0; round < LINES * CHUNKS_PER_LINE / THREADS; round++) {
-        const int c = threadIdx.x + round * THREADS;
-        const int line = c / CHUNKS_PER_LINE, pos = (c % CHUNKS_PER_LINE) * CHUNK;
-        T *to = shared + line * SHARED_LINE + pos;
-        const T *from = global + (size_t)line * ld + pos;
-        const bool line_inside = line0 + line < line_end;
-        const int inside = line_inside ? min(CHUNK, max(0, pos_end - (pos0 + pos))) : 0;
+    for (int round = 0; round < ROUNDS; round++, from += round_stride) {
+        T *chunk = to + round * LINES_PER_ROUND * SHARED_LINE;
+        const int inside = line0 + line + round * LINES_PER_ROUND < line_end ? inside_line : 0;
         if (vectors && inside == CHUNK) {
-            cp_async_16(to, from);
+            cp_async_16(chunk, from);
         } else {
 #pragma unroll
-            for (int e = 0; e < CHUNK; e++) to[e] = e < inside ? from[e] : T(0.0f);
+            for (int e = 0; e < CHUNK; e++) chunk[e] = e < inside ? from[e] : T(0.0f);
         }
     }
 }

@@ -21,12 +21,11 @@
  *   A transposed (rows along M), B not transposed (rows along N):      ldmatrix.trans
  * One ldmatrix.x4 fetches a whole A fragment (16×16) or the B fragments of two mma tiles.
  *
- * Structure as in gemm_tf32_mma.cu: block tile 128×128, BK = 32, STAGES = 4 cp.async stages
- * (a stage is half the bytes of TF32's), 4 warps as 2×2 with 64×64 warp tiles (4×8 mma
- * tiles). Per 16-deep K step a warp issues 4 + 4 ldmatrix.x4 and 32 mma. The rows of the tiles
- * are padded by 8 BF16 (16 bytes), so that the 8 rows one ldmatrix phase reads fall in 8
- * different 16-byte bank groups: rows of 40 BF16 are 80 bytes apart (0, 80, 160, ... mod 128 =
- * 0, 80, 32, 112, 64, 16, 96, 48), rows of 136 are 272 apart (16 mod 128).
+ * Structure as in gemm_tf32_mma.cu: block tile 128×128, 3 cp.async stages, 4 warps as 2×2
+ * with 64×64 warp tiles (4×8 mma tiles); BK = 64, the same bytes per stage as TF32's 32. Per
+ * 16-deep K step a warp issues 4 + 4 ldmatrix.x4 and 32 mma. The rows of the tiles are padded by
+ * 8 BF16 (16 bytes), so that the 8 rows one ldmatrix phase reads fall in 8 different 16-byte
+ * bank groups: rows of 72 BF16 are 144 bytes apart, rows of 136 are 272 (both 16 mod 128).
  *
  * Small C: split-K (gemm_split_k.cuh), as in the other rungs.
  *
@@ -45,13 +44,13 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int BM = 128, BN = 128, BK = 32; /* block tile and K step */
+constexpr int BM = 128, BN = 128, BK = 64; /* block tile and K step */
 constexpr int WARPS_M = 2, WARPS_N = 2, THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N; /* warp tile 64×64 */
 constexpr int MMA_M = 16, MMA_N = 8, MMA_K = 16;
 constexpr int TILES_M = WM / MMA_M, TILES_N = WN / MMA_N; /* mma tiles per warp: 4×8 */
-constexpr int STAGES = 4;
-constexpr int MIN_SLICE = 2 * BK; /* split-K: the thinnest K slice worth a block */
+constexpr int STAGES = 3;
+constexpr int MIN_SLICE = 64; /* split-K: the thinnest K slice worth a block */
 
 /* An operand's tile in shared memory, X(i, kk) for i < ROWS, kk < BK, where X is op(A) (i: a
  * row of C) or op(B)ᵀ (i: a column of C), kept in the layout it has in global memory: lines

@@ -1,6 +1,6 @@
 /* The GEMM ladder past gemm_tiled.cu: one step per file, each a kernel a reader can hold next
  * to the one before it and next to cuBLAS (docs/kernels.md, "The GEMM ladder"). mlp_bench
- * measures them (`mlp_bench gemm --impl warptiled,pipelined,tf32_mma,bf16_mma`) and
+ * measures them (`mlp_bench gemm --impl warptiled,pipelined,tf32_mma,...`) and
  * tests/test_gpu_gemm_ladder.cu checks them.
  *
  * Every rung keeps the row-major contract of GPU_GEMM_ARGS (gpu_kernels.h): C = alpha · op(A) ·
@@ -21,9 +21,10 @@
 void gpu_gemm_warptiled(GPU_GEMM_ARGS);
 
 /* gemm_pipelined.cu: warp tiles fed by a 3-stage cp.async pipeline (the next tiles load while
- * the current one is multiplied), 128×128 or 64×64 block tiles by size, split-K for small C. */
+ * the current one is multiplied), 128×128, 64×64 or 32×32 block tiles by size, split-K for
+ * small C. */
 void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
-/* The same with the block tile (64 or 128) and the number of K slices forced: for tests. */
+/* The same with the block tile (32, 64 or 128) and the number of K slices forced: for tests. */
 void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 
 /* gemm_tf32_mma.cu: tensor cores in TF32 (mma.sync m16n8k8, FP32 accumulate). A and B are FP32
@@ -41,6 +42,16 @@ void gpu_gemm_tf32_mma_with_splits(int splits, gpu_gemm_workspace workspace, GPU
         int ldc
 void gpu_gemm_bf16_mma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
 void gpu_gemm_bf16_mma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
+
+/* Hopper only: the wgmma rungs (sm_90a), the warpgroup MMA that reads A and B from shared
+ * memory. They exit with a message on another GPU: ask gpu_gemm_wgmma_available() first. */
+bool gpu_gemm_wgmma_available(); /* the current device has compute capability 9.0 */
+/* gemm_tf32_wgmma.cu: gpu_gemm_tf32_mma's contract (FP32 A, B and C; TF32 products). */
+void gpu_gemm_tf32_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
+void gpu_gemm_tf32_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
+/* gemm_bf16_wgmma.cu: gpu_gemm_bf16_mma's contract (BF16 A and B, FP32 C). */
+void gpu_gemm_bf16_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
+void gpu_gemm_bf16_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
 
 /* out[i] = x[i] rounded to the nearest BF16 (ties to even), for i < count. */
 void gpu_round_to_bf16(cudaStream_t stream, const float *x, size_t count, __nv_bfloat16 *out);

@@ -46,7 +46,7 @@ constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N; /* warp tile 64×64 */
 constexpr int MMA_M = 16, MMA_N = 8, MMA_K = 8;
 constexpr int TILES_M = WM / MMA_M, TILES_N = WN / MMA_N; /* mma tiles per warp: 4×8 */
 constexpr int STAGES = 3;
-constexpr int MIN_SLICE = 2 * BK; /* split-K: the thinnest K slice worth a block */
+constexpr int MIN_SLICE = 64; /* split-K: the thinnest K slice worth a block */
 
 /* An operand's tile in shared memory, X(i, kk) for i < ROWS, kk < BK, where X is op(A) (i: a
  * row of C) or op(B)ᵀ (i: a column of C), kept in the layout it has in global memory: lines

@@ -3,7 +3,8 @@
  * cuda/kernels/ (naive, the textbook shared-memory tiles, the register-blocked tiles, warp
  * tiles, the cp.async pipeline) and cuBLAS in FP32 (no TF32), then the tensor-core rungs next to
  * cuBLAS in their own precision: TF32 (FP32 operands rounded to TF32 inside) and BF16 (A and B
- * rounded to BF16 once, outside the timing; FP32 accumulate). vs_blas compares each with the
+ * rounded to BF16 once, outside the timing; FP32 accumulate), each with mma.sync and, on
+ * Hopper, wgmma. vs_blas compares each with the
  * library in the same precision: blas, blas_tf32 or blas_bf16.
  *
  * Verification, before any timing: each implementation's C (NaN beforehand, so an unwritten
@@ -15,7 +16,8 @@
  * that scale (random-signed terms); the bound is 1e-5, while a wrong index or a missed edge
  * gives 1e-2 or more. The reference is the exact product of the FP32 inputs for every
  * precision; rounding both factors of each product to a p-bit mantissa moves it by up to
- * 2·2^-p of its size, so the bounds are twice that: TF32 (p = 10; cuBLAS may truncate) 4e-3,
+ * 2·2^-p of its size, so the bounds are twice that: TF32 (p = 10 when truncated, as tf32_wgmma
+ * and perhaps cuBLAS do; 11 rounded to nearest) 4e-3,
  * BF16 (p = 8 counting the implicit bit, rounded to nearest) 1.6e-2. */
 #include <math.h>
 #include <stdio.h>
@@ -68,8 +70,10 @@ static const gemm_impl GEMM_IMPLS[] = {
     {"gpu", "pipelined", NULL, GPU_GEMM_PIPELINED, FP32},
     {"gpu", "blas", NULL, GPU_GEMM_CUBLAS, FP32},
     {"gpu", "tf32_mma", NULL, GPU_GEMM_TF32_MMA, TF32},
+    {"gpu", "tf32_wgmma", NULL, GPU_GEMM_TF32_WGMMA, TF32},
     {"gpu", "blas_tf32", NULL, GPU_GEMM_CUBLAS_TF32, TF32},
     {"gpu", "bf16_mma", NULL, GPU_GEMM_BF16_MMA, BF16},
+    {"gpu", "bf16_wgmma", NULL, GPU_GEMM_BF16_WGMMA, BF16},
     {"gpu", "blas_bf16", NULL, GPU_GEMM_CUBLAS_BF16, BF16},
 };
 
@@ -299,6 +303,10 @@ static void run_gpu_gemm(const bench_options *o, result_row *row, gemm_problem *
     }
     if (!gpu->device) {
         skip_row(row, "too little free device memory");
+        return;
+    }
+    if (!gpu_gemm_available(impl->gpu)) {
+        skip_row(row, "needs compute capability 9.0 (wgmma)");
         return;
     }
     row->transfer_ms = gpu->transfer_ms;

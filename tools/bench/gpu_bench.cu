@@ -151,7 +151,12 @@ extern "C" gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a
 }
 
 static bool uses_bf16(gpu_gemm_impl impl) {
-    return impl == GPU_GEMM_BF16_MMA || impl == GPU_GEMM_CUBLAS_BF16;
+    return impl == GPU_GEMM_BF16_MMA || impl == GPU_GEMM_BF16_WGMMA || impl == GPU_GEMM_CUBLAS_BF16;
+}
+
+extern "C" bool gpu_gemm_available(gpu_gemm_impl impl) {
+    bool wgmma = impl == GPU_GEMM_TF32_WGMMA || impl == GPU_GEMM_BF16_WGMMA;
+    return !wgmma || gpu_gemm_wgmma_available();
 }
 
 /* The BF16 copies of A and B, rounded to nearest on the device, the first time they are needed. */
@@ -197,6 +202,10 @@ static void launch_gemm(const gpu_gemm_case *g, gpu_gemm_impl impl) {
         gpu_gemm_tf32_mma(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
                           ldb, 0.0f, g->c, ldc);
         break;
+    case GPU_GEMM_TF32_WGMMA:
+        gpu_gemm_tf32_wgmma(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
+                            ldb, 0.0f, g->c, ldc);
+        break;
     case GPU_GEMM_CUBLAS_TF32:
         cublas_gemm_tf32(context.cublas, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda,
                          g->b, ldb, 0.0f, g->c, ldc);
@@ -204,6 +213,10 @@ static void launch_gemm(const gpu_gemm_case *g, gpu_gemm_impl impl) {
     case GPU_GEMM_BF16_MMA:
         gpu_gemm_bf16_mma(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a_bf16, lda,
                           g->b_bf16, ldb, 0.0f, g->c, ldc);
+        break;
+    case GPU_GEMM_BF16_WGMMA:
+        gpu_gemm_bf16_wgmma(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a_bf16, lda,
+                            g->b_bf16, ldb, 0.0f, g->c, ldc);
         break;
     case GPU_GEMM_CUBLAS_BF16:
         cublas_gemm_bf16(context.cublas, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a_bf16,

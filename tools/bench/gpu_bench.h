@@ -43,11 +43,16 @@ typedef enum {
     GPU_GEMM_PIPELINED,
     GPU_GEMM_CUBLAS,
     GPU_GEMM_TF32_MMA,
+    GPU_GEMM_TF32_WGMMA,
     GPU_GEMM_CUBLAS_TF32,
     GPU_GEMM_BF16_MMA,
+    GPU_GEMM_BF16_WGMMA,
     GPU_GEMM_CUBLAS_BF16
 } gpu_gemm_impl;
 typedef struct gpu_gemm_case gpu_gemm_case;
+
+/* Whether the device can run the implementation (the wgmma ones: Hopper only). */
+bool gpu_gemm_available(gpu_gemm_impl impl);
 
 /* a is stored (trans_a ? K×M : M×K), b (trans_b ? N×K : K×N), rows contiguous. */
 gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a, bool trans_b, const float *a,

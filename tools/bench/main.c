@@ -28,9 +28,10 @@ static const char USAGE[] =
     "  gemm      C = A·B, FP32 (no TF32) unless the name says otherwise\n"
     "              cpu: naive, tiled, blas (OpenBLAS)\n"
     "              gpu: naive, tiled_shared, tiled, warptiled, pipelined, blas (cuBLAS);\n"
-    "                   tensor cores: tf32_mma, blas_tf32 (TF32), bf16_mma, blas_bf16 (BF16\n"
-    "                   A and B, rounded once before timing; FP32 C and sums). vs_blas is\n"
-    "                   against cuBLAS in the same precision\n"
+    "                   tensor cores: tf32_mma, tf32_wgmma, blas_tf32 (TF32); bf16_mma,\n"
+    "                   bf16_wgmma, blas_bf16 (BF16 A and B, rounded once before timing;\n"
+    "                   FP32 C and sums); *_wgmma on Hopper only. vs_blas is against cuBLAS\n"
+    "                   in the same precision\n"
     "  dot       y = sigmoid(w·x), GB/s of input read\n"
     "              cpu: loop, openmp, blas (cblas_sdot)\n"
     "              gpu: naive (atomics), shared (tree), shuffle (warp shuffles),\n"
@@ -87,9 +88,9 @@ typedef struct {
     const char *const *impls; /* NULL-terminated */
 } benchmark;
 
-static const char *const GEMM_NAMES[] = {"naive",    "tiled",     "tiled_shared", "warptiled",
-                                         "pipelined", "blas",     "tf32_mma",     "blas_tf32",
-                                         "bf16_mma",  "blas_bf16", NULL};
+static const char *const GEMM_NAMES[] = {
+    "naive",     "tiled",    "tiled_shared", "warptiled",  "pipelined", "blas",      "tf32_mma",
+    "tf32_wgmma", "blas_tf32", "bf16_mma",   "bf16_wgmma", "blas_bf16", NULL};
 static const char *const DOT_NAMES[] = {"loop",    "openmp", "naive", "shared",
                                         "shuffle", "blas",   NULL};
 static const char *const MAXPOOL_NAMES[] = {"sequential", "openmp", "cuda", NULL};
