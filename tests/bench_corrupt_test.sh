@@ -37,6 +37,10 @@ if [ "$device" = cpu ]; then
 else
     expect_caught gemm tiled --sizes 64
     expect_caught gemm naive --sizes 512
+    expect_caught gemm pipelined --sizes 64
+    expect_caught gemm tf32_mma --sizes 512
+    expect_caught gemm bf16_mma --sizes 1024 # a sample, and the loosest bound
+    expect_caught gemm blas_bf16 --sizes 64
     expect_caught dot shuffle --sizes 1M
     expect_caught maxpool cuda --image-sizes 17
 fi

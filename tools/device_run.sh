@@ -20,6 +20,9 @@
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
 #   limits    models too large for the GPU's memory (a huge --hidden, a huge --batch on top):
 #             each must end with exit 1 and a message, not a crash
+#   ladder    the GEMM ladder (docs/kernels.md): its test under compute-sanitizer memcheck (small
+#             shapes) and racecheck (tiny shapes) and in full, then mlp_bench on every rung and cuBLAS in
+#             each precision (256..4096 and the MLP's shapes) into ladder.csv, and its table
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RESULTS:-$root/out}
@@ -193,6 +196,30 @@ stage_limits() {
         echo "limits: --device gpu $args: exit $s: $(tail -n 1 "$out/limits.log")"
         [ $s -eq 1 ] || status=1
     done
+    return $status
+}
+
+stage_ladder() {
+    local status=0 tool shapes s
+    for tool in memcheck racecheck; do
+        shapes=$([ $tool = memcheck ] && echo small || echo tiny) # racecheck is slow
+        MLP_TEST_SHAPES=$shapes compute-sanitizer --tool $tool --error-exitcode 99 \
+            "$build/test_gpu_gemm_ladder" >"$out/ladder_$tool.log" 2>&1
+        s=$?
+        echo "compute-sanitizer $tool test_gpu_gemm_ladder ($shapes shapes): exit $s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/ladder_$tool.log" | tail -1)"
+        [ $s -eq 0 ] || { status=1; grep -m 20 -E '=========|FAIL' "$out/ladder_$tool.log"; }
+    done
+    "$build/test_gpu_gemm_ladder" >"$out/ladder_test.log" 2>&1 || { status=1; grep -m 20 FAIL "$out/ladder_test.log"; }
+    tail -1 "$out/ladder_test.log"
+    "$build/mlp_bench" gemm --device gpu --sizes 256:4096 --shape 4096,4096,4096,NT --mlp-shapes --quiet \
+        --csv "$out/ladder.csv" \
+        --impl tiled,warptiled,pipelined,blas,tf32_mma,tf32_wgmma,blas_tf32,bf16_mma,bf16_wgmma,blas_bf16 \
+        >"$out/ladder.txt" 2>&1 || status=1
+    grep FAILED "$out/ladder.txt" | head -10
+    python3 tools/bench_table.py "$out/ladder.csv" --shape-contains 1024x1024x1024 \
+        --shape-contains 4096x4096x4096 | tee "$out/ladder.md"
+    python3 tools/bench_table.py "$out/ladder.csv" --shape-contains b512 --shape-contains b16 \
+        --impl tiled,pipelined,blas >"$out/ladder_mlp.md"
     return $status
 }
 

@@ -35,7 +35,7 @@ bool fits_memory(const bench_options *o, result_row *row, double bytes) {
 }
 
 void maybe_corrupt(const bench_options *o, const char *impl, float *value, double term_size) {
-    if (o->corrupt && strcmp(o->corrupt, impl) == 0) *value += (float)(0.01 * term_size + 1.0);
+    if (o->corrupt && strcmp(o->corrupt, impl) == 0) *value += (float)(0.1 * term_size + 1.0);
 }
 
 bool verified(result_row *row, double error, double bound) {

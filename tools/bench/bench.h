@@ -59,8 +59,9 @@ bool skip_row(result_row *row, const char *reason);
  * marked skipped. (A double: the sizes asked for may not even fit in a size_t.) */
 bool fits_memory(const bench_options *o, result_row *row, double bytes);
 
-/* The --corrupt self-test: if impl is the one named, adds 1% of `term_size` (the size of the
- * terms the value is made of) plus 1 to *value, more than any tolerance allows. */
+/* The --corrupt self-test: if impl is the one named, adds 10% of `term_size` (the size of the
+ * terms the value is made of) plus 1 to *value, more than any tolerance allows (the loosest,
+ * BF16 GEMM's, is 1.6%). */
 void maybe_corrupt(const bench_options *o, const char *impl, float *value, double term_size);
 
 /* Records the verification error; if it is above bound (or NaN) the row FAILED and false is

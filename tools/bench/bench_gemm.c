@@ -1,6 +1,11 @@
-/* mlp_bench gemm: C = A·B in FP32 (alpha 1, beta 0, dense row-major, with or without the
- * transposes), by every GEMM of the project: naive, tiled and OpenBLAS on the CPU; naive, the
- * textbook shared-memory tiles, the register-blocked tiles and cuBLAS (no TF32) on the GPU.
+/* mlp_bench gemm: C = A·B (alpha 1, beta 0, dense row-major, with or without the transposes),
+ * by every GEMM of the project: naive, tiled and OpenBLAS on the CPU; on the GPU the ladder of
+ * cuda/kernels/ (naive, the textbook shared-memory tiles, the register-blocked tiles, warp
+ * tiles, the cp.async pipeline) and cuBLAS in FP32 (no TF32), then the tensor-core rungs next to
+ * cuBLAS in their own precision: TF32 (FP32 operands rounded to TF32 inside) and BF16 (A and B
+ * rounded to BF16 once, outside the timing; FP32 accumulate), each with mma.sync and, on
+ * Hopper, wgmma. vs_blas compares each with the
+ * library in the same precision: blas, blas_tf32 or blas_bf16.
  *
  * Verification, before any timing: each implementation's C (NaN beforehand, so an unwritten
  * element fails) is compared with double-precision values. Small cases (M·N·K up to 256³)
@@ -9,7 +14,11 @@
  * element is |c − exact| / Σ_p |a_ip|·|b_pj|: measured against the size of the terms, so that
  * cancellation cannot make a correct FP32 result look wrong. FP32 rounding gives about 1e-7 on
  * that scale (random-signed terms); the bound is 1e-5, while a wrong index or a missed edge
- * gives 1e-2 or more. */
+ * gives 1e-2 or more. The reference is the exact product of the FP32 inputs for every
+ * precision; rounding both factors of each product to a p-bit mantissa moves it by up to
+ * 2·2^-p of its size, so the bounds are twice that: TF32 (p = 10 when truncated, as tf32_wgmma
+ * and perhaps cuBLAS do; 11 rounded to nearest) 4e-3,
+ * BF16 (p = 8 counting the implicit bit, rounded to nearest) 1.6e-2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +30,6 @@
 #include "openblas_gemm.h"
 #include "rng.h"
 
-#define GEMM_BOUND 1e-5
 #define FULL_CHECK_MAX_VOLUME (1L << 24) /* M·N·K: every element compared */
 #define FULL_CHECK_MAX_OUTPUT (1L << 20) /* M·N: every element compared */
 #define SAMPLES 256
@@ -31,21 +39,42 @@ typedef void cpu_gemm_fn(bool trans_a, bool trans_b, int m, int n, int k, float 
                          const float *a, int lda, const float *b, int ldb, float beta, float *c,
                          int ldc);
 
+typedef enum { FP32, TF32, BF16 } precision;
+
+/* Per precision: the library row vs_library compares with, and the verification bound. */
+static const struct {
+    const char *library;
+    double bound;
+} PRECISIONS[] = {
+    [FP32] = {"blas", 1e-5},
+    [TF32] = {"blas_tf32", 4e-3},
+    [BF16] = {"blas_bf16", 1.6e-2},
+};
+
 typedef struct {
     const char *device;
     const char *name;
     cpu_gemm_fn *cpu;  /* CPU implementations */
     gpu_gemm_impl gpu; /* GPU implementations */
+    precision precision;
 } gemm_impl;
 
 static const gemm_impl GEMM_IMPLS[] = {
-    {"cpu", "naive", cpu_gemm_naive, 0},
-    {"cpu", "tiled", cpu_gemm_tiled, 0},
-    {"cpu", "blas", cpu_gemm_blas, 0},
-    {"gpu", "naive", NULL, GPU_GEMM_NAIVE},
-    {"gpu", "tiled_shared", NULL, GPU_GEMM_TILED_SHARED},
-    {"gpu", "tiled", NULL, GPU_GEMM_TILED},
-    {"gpu", "blas", NULL, GPU_GEMM_CUBLAS},
+    {"cpu", "naive", cpu_gemm_naive, 0, FP32},
+    {"cpu", "tiled", cpu_gemm_tiled, 0, FP32},
+    {"cpu", "blas", cpu_gemm_blas, 0, FP32},
+    {"gpu", "naive", NULL, GPU_GEMM_NAIVE, FP32},
+    {"gpu", "tiled_shared", NULL, GPU_GEMM_TILED_SHARED, FP32},
+    {"gpu", "tiled", NULL, GPU_GEMM_TILED, FP32},
+    {"gpu", "warptiled", NULL, GPU_GEMM_WARPTILED, FP32},
+    {"gpu", "pipelined", NULL, GPU_GEMM_PIPELINED, FP32},
+    {"gpu", "blas", NULL, GPU_GEMM_CUBLAS, FP32},
+    {"gpu", "tf32_mma", NULL, GPU_GEMM_TF32_MMA, TF32},
+    {"gpu", "tf32_wgmma", NULL, GPU_GEMM_TF32_WGMMA, TF32},
+    {"gpu", "blas_tf32", NULL, GPU_GEMM_CUBLAS_TF32, TF32},
+    {"gpu", "bf16_mma", NULL, GPU_GEMM_BF16_MMA, BF16},
+    {"gpu", "bf16_wgmma", NULL, GPU_GEMM_BF16_WGMMA, BF16},
+    {"gpu", "blas_bf16", NULL, GPU_GEMM_CUBLAS_BF16, BF16},
 };
 
 /* One shape's inputs, output buffer and the elements verification compares. */
@@ -250,7 +279,7 @@ static void run_cpu_gemm(const bench_options *o, result_row *row, gemm_problem *
     cpu_gemm_call call = {p, impl->cpu};
     call_cpu_gemm(&call);
     maybe_corrupt(o, impl->name, &p->c[0], p->scale[0]);
-    if (verified(row, gemm_error(p), GEMM_BOUND))
+    if (verified(row, gemm_error(p), PRECISIONS[impl->precision].bound))
         row->median_ms = cpu_time_ms(call_cpu_gemm, &call, &o->cpu_timing);
 }
 
@@ -276,10 +305,14 @@ static void run_gpu_gemm(const bench_options *o, result_row *row, gemm_problem *
         skip_row(row, "too little free device memory");
         return;
     }
+    if (!gpu_gemm_available(impl->gpu)) {
+        skip_row(row, "needs compute capability 9.0 (wgmma)");
+        return;
+    }
     row->transfer_ms = gpu->transfer_ms;
     gpu_gemm_run(gpu->device, impl->gpu, p->c);
     maybe_corrupt(o, impl->name, &p->c[0], p->scale[0]);
-    if (verified(row, gemm_error(p), GEMM_BOUND))
+    if (verified(row, gemm_error(p), PRECISIONS[impl->precision].bound))
         row->median_ms = gpu_gemm_time_ms(gpu->device, impl->gpu, &o->gpu_timing);
 }
 #endif
@@ -302,6 +335,7 @@ static void bench_shape(const bench_options *o, results *r, const gemm_shape *s,
         if (!wanted(o, impl)) continue;
         result_row *row =
             results_add(r, impl->device, impl->name, text, cbrt(volume(s)), 2 * volume(s));
+        snprintf(row->library, sizeof row->library, "%s", PRECISIONS[impl->precision].library);
         if (fits_memory(o, row, host_bytes(s))) {
             if (!made) p = problem_create(s, seed), made = true;
             if (impl->cpu) run_cpu_gemm(o, row, &p, impl);

@@ -11,6 +11,7 @@
 #include "../../cuda/cuda_check.h"
 #include "../../cuda/gpu_backend.h"
 #include "cpu_maxpool.h"
+#include "gemm_ladder.h"
 #include "gpu_bench.h"
 #include "gpu_kernels.h"
 
@@ -134,12 +135,14 @@ struct gpu_gemm_case {
     bool trans_a, trans_b;
     float *a = nullptr, *b = nullptr, *c = nullptr; /* device */
     size_t a_count = 0, b_count = 0, c_count = 0;
+    __nv_bfloat16 *a_bf16 = nullptr, *b_bf16 = nullptr; /* made at the first BF16 run */
 };
 
 extern "C" gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a, bool trans_b,
                                                const float *a, const float *b) {
     size_t a_count = (size_t)m * k, b_count = (size_t)k * n, c_count = (size_t)m * n;
-    if (!device_has_room((a_count + b_count + c_count) * sizeof(float))) return nullptr;
+    size_t bf16_bytes = (a_count + b_count) * sizeof(__nv_bfloat16);
+    if (!device_has_room((a_count + b_count + c_count) * sizeof(float) + bf16_bytes)) return nullptr;
     gpu_gemm_case *g = new gpu_gemm_case{m, n, k, trans_a, trans_b};
     g->a = uploaded(a, a_count), g->a_count = a_count;
     g->b = uploaded(b, b_count), g->b_count = b_count;
@@ -147,9 +150,29 @@ extern "C" gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a
     return g;
 }
 
+static bool uses_bf16(gpu_gemm_impl impl) {
+    return impl == GPU_GEMM_BF16_MMA || impl == GPU_GEMM_BF16_WGMMA || impl == GPU_GEMM_CUBLAS_BF16;
+}
+
+extern "C" bool gpu_gemm_available(gpu_gemm_impl impl) {
+    bool wgmma = impl == GPU_GEMM_TF32_WGMMA || impl == GPU_GEMM_BF16_WGMMA;
+    return !wgmma || gpu_gemm_wgmma_available();
+}
+
+/* The BF16 copies of A and B, rounded to nearest on the device, the first time they are needed. */
+static void round_operands_once(gpu_gemm_case *g) {
+    if (g->a_bf16) return;
+    CUDA_CHECK(cudaMalloc(&g->a_bf16, std::max<size_t>(g->a_count, 1) * sizeof(__nv_bfloat16)));
+    CUDA_CHECK(cudaMalloc(&g->b_bf16, std::max<size_t>(g->b_count, 1) * sizeof(__nv_bfloat16)));
+    gpu_round_to_bf16(context.stream, g->a, g->a_count, g->a_bf16);
+    gpu_round_to_bf16(context.stream, g->b, g->b_count, g->b_bf16);
+    CUDA_CHECK(cudaStreamSynchronize(context.stream));
+}
+
 static void launch_gemm(const gpu_gemm_case *g, gpu_gemm_impl impl) {
     int lda = g->trans_a ? g->m : g->k, ldb = g->trans_b ? g->k : g->n, ldc = g->n;
     cudaStream_t s = context.stream;
+    gpu_gemm_workspace w = context.gemm_workspace;
     switch (impl) {
     case GPU_GEMM_NAIVE:
         gpu_gemm_naive(s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb,
@@ -163,14 +186,47 @@ static void launch_gemm(const gpu_gemm_case *g, gpu_gemm_impl impl) {
         gpu_gemm_tiled(context.gemm_workspace, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f,
                        g->a, lda, g->b, ldb, 0.0f, g->c, ldc);
         break;
+    case GPU_GEMM_WARPTILED:
+        gpu_gemm_warptiled(s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb,
+                           0.0f, g->c, ldc);
+        break;
+    case GPU_GEMM_PIPELINED:
+        gpu_gemm_pipelined(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
+                           ldb, 0.0f, g->c, ldc);
+        break;
     case GPU_GEMM_CUBLAS:
         cublas_gemm(context.cublas, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
                     ldb, 0.0f, g->c, ldc);
+        break;
+    case GPU_GEMM_TF32_MMA:
+        gpu_gemm_tf32_mma(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
+                          ldb, 0.0f, g->c, ldc);
+        break;
+    case GPU_GEMM_TF32_WGMMA:
+        gpu_gemm_tf32_wgmma(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
+                            ldb, 0.0f, g->c, ldc);
+        break;
+    case GPU_GEMM_CUBLAS_TF32:
+        cublas_gemm_tf32(context.cublas, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda,
+                         g->b, ldb, 0.0f, g->c, ldc);
+        break;
+    case GPU_GEMM_BF16_MMA:
+        gpu_gemm_bf16_mma(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a_bf16, lda,
+                          g->b_bf16, ldb, 0.0f, g->c, ldc);
+        break;
+    case GPU_GEMM_BF16_WGMMA:
+        gpu_gemm_bf16_wgmma(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a_bf16, lda,
+                            g->b_bf16, ldb, 0.0f, g->c, ldc);
+        break;
+    case GPU_GEMM_CUBLAS_BF16:
+        cublas_gemm_bf16(context.cublas, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a_bf16,
+                         lda, g->b_bf16, ldb, 0.0f, g->c, ldc);
         break;
     }
 }
 
 extern "C" void gpu_gemm_run(gpu_gemm_case *g, gpu_gemm_impl impl, float *c_host) {
+    if (uses_bf16(impl)) round_operands_once(g);
     poison(g->c, g->c_count);
     launch_gemm(g, impl);
     download(c_host, g->c, g->c_count);
@@ -178,6 +234,7 @@ extern "C" void gpu_gemm_run(gpu_gemm_case *g, gpu_gemm_impl impl, float *c_host
 
 extern "C" double gpu_gemm_time_ms(gpu_gemm_case *g, gpu_gemm_impl impl,
                                    const bench_timing *timing) {
+    if (uses_bf16(impl)) round_operands_once(g);
     return time_ms(timing, [&] { launch_gemm(g, impl); });
 }
 
@@ -208,6 +265,8 @@ extern "C" void gpu_gemm_case_destroy(gpu_gemm_case *g) {
     CUDA_CHECK(cudaFree(g->a));
     CUDA_CHECK(cudaFree(g->b));
     CUDA_CHECK(cudaFree(g->c));
+    CUDA_CHECK(cudaFree(g->a_bf16)); /* cudaFree(nullptr) is a no-op */
+    CUDA_CHECK(cudaFree(g->b_bf16));
     delete g;
 }
 

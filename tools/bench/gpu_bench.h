@@ -1,5 +1,6 @@
 /* The GPU side of mlp_bench, behind a C interface (gpu_bench.cu is CUDA C++). One device
- * (device 0), one stream, one cuBLAS handle (FP32: no TF32) for the whole run.
+ * (device 0), one stream, one cuBLAS handle for the whole run (FP32 math: no TF32 unless an
+ * implementation asks for it by name, as blas_tf32 does).
  *
  * Each benchmark's case uploads its inputs once, then:
  *   ..._run     poisons the output on the device with NaN, runs the implementation once, waits,
@@ -29,15 +30,29 @@ const char *gpu_bench_device_name(void);
  * bytes read + written. */
 double gpu_bench_copy_bandwidth(size_t bytes, const bench_timing *timing);
 
-/* ---- GEMM: C = A·B (alpha 1, beta 0), dense row-major, op(A) M×K, op(B) K×N ---- */
+/* ---- GEMM: C = A·B (alpha 1, beta 0), dense row-major, op(A) M×K, op(B) K×N ----
+ * The BF16 implementations multiply copies of A and B rounded to BF16 on the device, made once
+ * per case at its first BF16 run (before verification, so never inside a timing), as a program
+ * that keeps BF16 operands would; the others read the FP32 A and B. C is FP32 for all. */
 
 typedef enum {
     GPU_GEMM_NAIVE,
     GPU_GEMM_TILED_SHARED,
     GPU_GEMM_TILED,
-    GPU_GEMM_CUBLAS
+    GPU_GEMM_WARPTILED,
+    GPU_GEMM_PIPELINED,
+    GPU_GEMM_CUBLAS,
+    GPU_GEMM_TF32_MMA,
+    GPU_GEMM_TF32_WGMMA,
+    GPU_GEMM_CUBLAS_TF32,
+    GPU_GEMM_BF16_MMA,
+    GPU_GEMM_BF16_WGMMA,
+    GPU_GEMM_CUBLAS_BF16
 } gpu_gemm_impl;
 typedef struct gpu_gemm_case gpu_gemm_case;
+
+/* Whether the device can run the implementation (the wgmma ones: Hopper only). */
+bool gpu_gemm_available(gpu_gemm_impl impl);
 
 /* a is stored (trans_a ? K×M : M×K), b (trans_b ? N×K : K×N), rows contiguous. */
 gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a, bool trans_b, const float *a,

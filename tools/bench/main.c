@@ -25,9 +25,13 @@ static const char USAGE[] =
     "> 1 is faster), the fraction of the device's copy bandwidth and the error.\n"
     "\n"
     "Benchmarks and their implementations (--impl):\n"
-    "  gemm      C = A·B in FP32 (no TF32)\n"
+    "  gemm      C = A·B, FP32 (no TF32) unless the name says otherwise\n"
     "              cpu: naive, tiled, blas (OpenBLAS)\n"
-    "              gpu: naive, tiled_shared, tiled, blas (cuBLAS)\n"
+    "              gpu: naive, tiled_shared, tiled, warptiled, pipelined, blas (cuBLAS);\n"
+    "                   tensor cores: tf32_mma, tf32_wgmma, blas_tf32 (TF32); bf16_mma,\n"
+    "                   bf16_wgmma, blas_bf16 (BF16 A and B, rounded once before timing;\n"
+    "                   FP32 C and sums); *_wgmma on Hopper only. vs_blas is against cuBLAS\n"
+    "                   in the same precision\n"
     "  dot       y = sigmoid(w·x), GB/s of input read\n"
     "              cpu: loop, openmp, blas (cblas_sdot)\n"
     "              gpu: naive (atomics), shared (tree), shuffle (warp shuffles),\n"
@@ -84,7 +88,9 @@ typedef struct {
     const char *const *impls; /* NULL-terminated */
 } benchmark;
 
-static const char *const GEMM_NAMES[] = {"naive", "tiled", "tiled_shared", "blas", NULL};
+static const char *const GEMM_NAMES[] = {
+    "naive",     "tiled",    "tiled_shared", "warptiled",  "pipelined", "blas",      "tf32_mma",
+    "tf32_wgmma", "blas_tf32", "bf16_mma",   "bf16_wgmma", "blas_bf16", NULL};
 static const char *const DOT_NAMES[] = {"loop",    "openmp", "naive", "shared",
                                         "shuffle", "blas",   NULL};
 static const char *const MAXPOOL_NAMES[] = {"sequential", "openmp", "cuda", NULL};
@@ -284,7 +290,7 @@ static bool parse_impls(const benchmark *bench, const char *text, bench_options 
         char name[32];
         snprintf(name, sizeof name, "%.*s", (int)length, item);
         if (o->impl_count == BENCH_MAX_LIST || !known_impl(bench, name, &o->impls[o->impl_count])) {
-            char names[128];
+            char names[256];
             list_impls(bench, names, sizeof names);
             return usage_error("--impl: '%s' is not an implementation of %s (%s)", name,
                                bench->name, names);

@@ -42,6 +42,7 @@ result_row *results_add(results *r, const char *device, const char *impl, const 
                         .status = ROW_OK};
     snprintf(row->device, sizeof row->device, "%s", device);
     snprintf(row->impl, sizeof row->impl, "%s", impl);
+    snprintf(row->library, sizeof row->library, "blas");
     snprintf(row->shape, sizeof row->shape, "%s", shape);
     return row;
 }
@@ -66,7 +67,7 @@ static bool timed(const result_row *row) { return row->status == ROW_OK && !isna
 static const result_row *library_row(const results *r, const result_row *row) {
     for (int i = 0; i < r->count; i++) {
         const result_row *other = &r->rows[i];
-        if (strcmp(other->impl, "blas") == 0 && strcmp(other->device, row->device) == 0 &&
+        if (strcmp(other->impl, row->library) == 0 && strcmp(other->device, row->device) == 0 &&
             strcmp(other->shape, row->shape) == 0 && timed(other))
             return other;
     }

@@ -12,12 +12,13 @@ typedef enum { ROW_OK, ROW_FAILED, ROW_SKIPPED } row_status;
 typedef struct {
     char device[4]; /* "cpu" or "gpu" */
     char impl[16];
+    char library[16];   /* the row vs_library compares with: "blas" unless set otherwise */
     char shape[64];     /* "512x256x784 TN", "n=1048576", "4x1024x1024 k2s2p0" */
     double size;        /* the x axis of plots: gemm ∛(M·N·K), dot n, maxpool image side */
     double work;        /* per call: FLOPs (gemm) or bytes moved (dot, maxpool) */
     double median_ms;   /* NAN when not timed */
     double transfer_ms; /* gemm --with-transfer on the GPU: the host↔device copies; else NAN */
-    double vs_library;  /* library's time / this time (> 1: faster); NAN if not applicable */
+    double vs_library;  /* the library row's time / this time (> 1: faster); NAN if none */
     double of_copy_bw;  /* this rate / the device's copy bandwidth; NAN if not applicable */
     double error;       /* verification: relative error, or mismatches for maxpool; NAN if none */
     row_status status;
@@ -45,8 +46,8 @@ result_row *results_add(results *r, const char *device, const char *impl, const 
 /* GFLOP/s (gemm) or GB/s (dot, maxpool) of a timed row; NAN if not timed. */
 double row_rate(const result_row *row);
 
-/* After the last row: CPU rows before GPU rows, and vs_library (against the "blas" row of the
- * same device and shape) and of_copy_bw (dot, maxpool) filled in. */
+/* After the last row: CPU rows before GPU rows, and vs_library (against the row of the same
+ * device and shape whose impl is this row's `library`) and of_copy_bw (dot, maxpool) filled in. */
 void results_finish(results *r);
 
 void results_print_table(const results *r, FILE *out);

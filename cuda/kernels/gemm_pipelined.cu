@@ -1,0 +1,249 @@
+/* Ladder rung 5, after gemm_warptiled.cu: a cp.async pipeline over shared memory.
+ *
+ * gemm_warptiled.cu loads a tile, waits at a barrier, multiplies it, waits again, loads the
+ * next: while a tile comes from memory (hundreds of cycles) the FMA units have nothing to do,
+ * and only other blocks on the multiprocessor can fill the gap. Here shared memory holds
+ * STAGES = 3 tiles of A and of B (BK = 32 deep for 128×128: 101 KB, two blocks per
+ * multiprocessor), and the copies run ahead of the arithmetic:
+ *
+ *   prologue:   start copying tiles 0 and 1 (into stages 0, 1)
+ *   step t:     wait until tile t has landed; barrier
+ *               start copying tile t + 2 into stage (t + 2) % 3, the stage step t − 1 used
+ *               multiply tile t (stage t % 3), exactly as gemm_warptiled.cu does
+ *
+ * The copies are cp.async (gemm_async_copy.cuh): global to shared without passing through
+ * registers, so a thread issues them and goes straight on to multiply. The one barrier per
+ * step both publishes tile t and guarantees that every warp has finished step t − 1, whose
+ * stage is about to be overwritten.
+ *
+ * cp.async cannot transpose, so an operand whose rows run along K (A not transposed, B
+ * transposed) is copied 4 bytes at a time into its transposed place; one stored along M or N
+ * goes 16 bytes at a time where aligned. The multiply needs tile[kk][i] either way.
+ *
+ * Tile by size, as gemm_tiled.cu does: 128×128 blocks (256 threads, 8×8 per lane) when that
+ * gives every multiprocessor a block; else 64×64 (128 threads, 8×4 per lane); and when even
+ * those are too few (the MLP's layers), split-K (gemm_split_k.cuh) on 64×64, or on 32×32 (one
+ * warp) when M or N is under 64.
+ *
+ * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major; A is stored M×K (K×M when
+ * transposed), B K×N (N×K when transposed). Any M, N, K: copies outside the matrix become
+ * stores of zero, and the results are stored only inside it. */
+#include <cstdio>
+#include <cstdlib>
+
+#include "../cuda_check.h"
+#include "gemm_async_copy.cuh"
+#include "gemm_common.cuh"
+#include "gemm_ladder.h"
+#include "gemm_split_k.cuh"
+
+namespace {
+
+constexpr int STAGES = 3;  /* tiles in flight: one multiplied, two loading */
+constexpr int PAD = 4;     /* floats after each shared row */
+constexpr int MIN_SLICE = 32; /* split-K: the thinnest K slice worth a block */
+
+/* A block tile of BM×BN, BK deep, split among WARPS_M×WARPS_N warps; each warp's lanes form a 4×8
+ * grid of 4×4 patches, repeated over the warp tile (see gemm_warptiled.cu). */
+
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int BLOCKS_PER_SM_> struct tile_config {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+    static constexpr int BLOCKS_PER_SM = BLOCKS_PER_SM_; /* __launch_bounds__: caps the registers */
+    static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+    static constexpr int LANES_M = 4, LANES_N = 8, TM = 4, TN = 4;
+    static constexpr int REPEAT_M = WM / (LANES_M * TM), REPEAT_N = WN / (LANES_N * TN);
+    static constexpr int A_LINE = BM + PAD, B_LINE = BN + PAD; /* floats per shared row */
+    static constexpr int STAGE_FLOATS = BK * (A_LINE + B_LINE);
+    static constexpr size_t SHARED_BYTES = STAGES * STAGE_FLOATS * sizeof(float);
+    static_assert(REPEAT_M * LANES_M * TM == WM && REPEAT_N * LANES_N * TN == WN, "tiles must nest");
+};
+/* BK = 32 is 3% faster than 16 at 4096³ (measured; 4 stages no better); the 32×32 tile serves
+ * products with little work per block (N = 10, K = 16 in the MLP), where a shallow step and
+ * small patches per lane keep the one block's critical path short. */
+using large_tile = tile_config<128, 128, 32, 4, 2, 2>; /* warp tile 32×64, 8×8 per lane */
+using small_tile = tile_config<64, 64, 32, 2, 2, 3>;   /* warp tile 32×32, 8×4 per lane */
+using narrow_tile = tile_config<32, 32, 16, 2, 1, 8>;  /* warp tile 16×32, 4×4 per lane */
+
+/* Starts copying tile[kk][i] = X(i0 + i, k0 + kk), kk < BK, i < WIDTH (zero outside the
+ * matrix), where X is op(A) (i: a row of C) or op(B)ᵀ (i: a column of C), stored with element
+ * (i, k) at x[i·ld + k] when K_CONTIGUOUS, else at x[k·ld + i]. */
+template <int BK, int WIDTH, int LINE, int THREADS, bool K_CONTIGUOUS>
+__device__ __forceinline__ void copy_tile(float *tile, const float *x, int ld, int i0, int k0,
+                                          int i_end, int k_end, bool vectors) {
+    static_assert(WIDTH * BK % THREADS == 0, "every thread copies the same number of floats");
+    if constexpr (!K_CONTIGUOUS) { /* the tile's rows are the matrix's rows: 16-byte copies */
+        copy_tile_async<float, BK, WIDTH, LINE, THREADS>(tile, x + (size_t)k0 * ld + i0, ld, k0, i0,
+                                                        k_end, i_end, vectors);
+    } else { /* transposing, one float per copy: BK consecutive threads read BK consecutive k of
+              * one i; each thread keeps its k and moves I_PER_ROUND values of i each round */
+        constexpr int I_PER_ROUND = THREADS / BK, ROUNDS = WIDTH / I_PER_ROUND;
+        static_assert(THREADS % BK == 0 && WIDTH % I_PER_ROUND == 0, "whole rounds");
+        const int i = threadIdx.x / BK, kk = threadIdx.x % BK;
+        float *to = tile + kk * LINE + i;
+        const float *from = x + (size_t)(i0 + i) * ld + (k0 + kk);
+        const size_t round_stride = (size_t)I_PER_ROUND * ld;
+        if (i0 + WIDTH <= i_end && k0 + BK <= k_end) { /* the whole tile is inside */
+#pragma unroll
+            for (int round = 0; round < ROUNDS; round++, from += round_stride)
+                cp_async_4(to + round * I_PER_ROUND, from);
+        } else {
+            const bool k_inside = k0 + kk < k_end;
+#pragma unroll 1
+            for (int round = 0; round < ROUNDS; round++, from += round_stride) {
+                if (k_inside && i0 + i + round * I_PER_ROUND < i_end) cp_async_4(to + round * I_PER_ROUND, from);
+                else to[round * I_PER_ROUND] = 0.0f;
+            }
+        }
+    }
+}
+
+/* acc += a ⊗ b: the 4×4 outer product of a column piece of op(A) and a row piece of op(B). */
+template <int TM, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, float4 b) {
+    const float av[TM] = {a.x, a.y, a.z, a.w}, bv[TN] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] += av[i] * bv[j];
+}
+
+/* C (M×N) = alpha · op(A) · op(B) + beta · C, or with partials != nullptr the raw product of
+ * K slice blockIdx.z into plane z of partials. Grid ceil(N/BN) × ceil(M/BM) × slices;
+ * CFG::SHARED_BYTES of dynamic shared memory. */
+template <typename CFG, bool TRANS_A, bool TRANS_B>
+__global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
+gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
+                      int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
+                      int ldc, float *__restrict__ partials, bool vector_a, bool vector_b) {
+    constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
+    constexpr int LANES_M = CFG::LANES_M, LANES_N = CFG::LANES_N, TM = CFG::TM, TN = CFG::TN;
+    constexpr int REPEAT_M = CFG::REPEAT_M, REPEAT_N = CFG::REPEAT_N;
+    /* stage s: a_tile[kk][i] at shared + s·STAGE_FLOATS + kk·A_LINE + i, b_tile right after */
+    extern __shared__ __align__(16) float shared[];
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int patch_row = (warp / CFG::WARPS_N) * CFG::WM + (lane / LANES_N) * TM;
+    const int patch_col = (warp % CFG::WARPS_N) * CFG::WN + (lane % LANES_N) * TN;
+    const gemm_k_range range = block_k_range(k, k_per_split);
+    const int steps = (range.end - range.begin + BK - 1) / BK;
+
+    auto start_copying = [&](int step) {
+        float *a_tile = shared + (step % STAGES) * CFG::STAGE_FLOATS, *b_tile = a_tile + BK * A_LINE;
+        const int k0 = range.begin + step * BK;
+        copy_tile<BK, BM, A_LINE, CFG::THREADS, !TRANS_A>(a_tile, a, lda, row0, k0, m, range.end, vector_a);
+        copy_tile<BK, BN, B_LINE, CFG::THREADS, TRANS_B>(b_tile, b, ldb, col0, k0, n, range.end, vector_b);
+    };
+    /* one commit group per step, empty ones included, so "step t landed" is always "all but
+     * the newest STAGES − 2 groups are done" */
+#pragma unroll
+    for (int step = 0; step < STAGES - 1; step++) {
+        if (step < steps) start_copying(step);
+        cp_async_commit();
+    }
+
+    float acc[REPEAT_M][REPEAT_N][TM][TN] = {};
+    for (int step = 0; step < steps; step++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (step + STAGES - 1 < steps) start_copying(step + STAGES - 1);
+        cp_async_commit();
+
+        const float *a_tile = shared + (step % STAGES) * CFG::STAGE_FLOATS, *b_tile = a_tile + BK * A_LINE;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk++) {
+            float4 a_piece[REPEAT_M], b_piece[REPEAT_N];
+#pragma unroll
+            for (int rm = 0; rm < REPEAT_M; rm++)
+                a_piece[rm] = *reinterpret_cast<const float4 *>(a_tile + kk * A_LINE + patch_row + rm * LANES_M * TM);
+#pragma unroll
+            for (int rn = 0; rn < REPEAT_N; rn++)
+                b_piece[rn] = *reinterpret_cast<const float4 *>(b_tile + kk * B_LINE + patch_col + rn * LANES_N * TN);
+#pragma unroll
+            for (int rm = 0; rm < REPEAT_M; rm++)
+#pragma unroll
+                for (int rn = 0; rn < REPEAT_N; rn++) outer_product(acc[rm][rn], a_piece[rm], b_piece[rn]);
+        }
+    }
+
+    const gemm_output out = block_output(c, ldc, alpha, beta, partials, m, n);
+#pragma unroll
+    for (int rm = 0; rm < REPEAT_M; rm++)
+#pragma unroll
+        for (int i = 0; i < TM; i++)
+#pragma unroll
+            for (int rn = 0; rn < REPEAT_N; rn++) {
+                const float(&row)[TN] = acc[rm][rn][i];
+                store_quad(out, m, n, row0 + patch_row + rm * LANES_M * TM + i,
+                           col0 + patch_col + rn * LANES_N * TN, make_float4(row[0], row[1], row[2], row[3]));
+            }
+}
+
+/* Raises the kernel's dynamic shared memory limit (48 KB unless asked) once. */
+template <typename CFG, bool TRANS_A, bool TRANS_B> void allow_shared_memory() {
+    static bool done = false;
+    if (done) return;
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)CFG::SHARED_BYTES));
+    done = true;
+}
+
+template <typename CFG, bool TRANS_A, bool TRANS_B>
+void launch_kernel(gemm_k_split split, float *partials, GPU_GEMM_ARGS) {
+    allow_shared_memory<CFG, TRANS_A, TRANS_B>();
+    const dim3 blocks(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
+    gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B><<<blocks, CFG::THREADS, CFG::SHARED_BYTES, stream>>>(
+        m, n, k, split.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, partials,
+        float4_aligned(a, lda), float4_aligned(b, ldb));
+    CUDA_CHECK_LAUNCH();
+}
+
+long tiles(int m, int n, int side) { return (long)blocks_for(m, side) * blocks_for(n, side); }
+
+/* K cut into `forced_splits` slices, or (0) as many as the grid needs. */
+template <typename CFG> void run(int forced_splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+    const gemm_k_split split =
+        forced_splits > 0 ? gemm_slices(forced_splits, m, n, k, CFG::BK, MIN_SLICE, workspace)
+                          : gemm_choose_slices(tiles(m, n, CFG::BM), m, n, k, CFG::BK, MIN_SLICE, workspace);
+    float *partials = split.splits > 1 ? workspace.data : nullptr;
+#define GEMM_PIPELINED_LAUNCH(TA, TB)                                                              \
+    launch_kernel<CFG, TA, TB>(split, partials, stream, trans_a, trans_b, m, n, k, alpha, a, lda,  \
+                               b, ldb, beta, c, ldc)
+    if (!trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(false, false);
+    else if (trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(true, false);
+    else if (!trans_a && trans_b) GEMM_PIPELINED_LAUNCH(false, true);
+    else GEMM_PIPELINED_LAUNCH(true, true);
+#undef GEMM_PIPELINED_LAUNCH
+    if (partials) gemm_sum_slices(stream, partials, split, m, n, alpha, beta, c, ldc);
+}
+
+void run_tile(int tile, int forced_splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+#define GEMM_PIPELINED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
+    if (tile == 128) run<large_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
+    else if (tile == 64) run<small_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
+    else run<narrow_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
+#undef GEMM_PIPELINED_ARGS
+}
+
+} // namespace
+
+void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+    if (m == 0 || n == 0) return;
+    if (tile != 32 && tile != 64 && tile != 128) {
+        std::fprintf(stderr, "gpu_gemm_pipelined_with_plan: no %d×%d tile (32, 64 or 128)\n", tile, tile);
+        std::exit(1);
+    }
+    run_tile(tile, splits > 1 ? splits : 1, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* The largest tile that still gives every multiprocessor a block, 128 or 64; failing that 64
+ * with split-K, or 32 (16 deep) when M or N is under 64 or K under 32, where a 64-wide or
+ * 32-deep tile would be mostly padding. */
+void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+    if (m == 0 || n == 0) return;
+    const int sms = gemm_multiprocessor_count();
+    const bool narrow = m < 64 || n < 64 || k < 32;
+    const int tile = tiles(m, n, 128) >= sms ? 128 : tiles(m, n, 64) >= sms || !narrow ? 64 : 32;
+    run_tile(tile, 0, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}

@@ -1,0 +1,345 @@
+/* The GEMM ladder (cuda/kernels/gemm_ladder.h) against the double-precision CPU reference
+ * (reference_gemm): fresh random inputs, odd shapes (1, 17, 1000, not multiples of any tile),
+ * all four transposes, alpha and beta with and without reading C, row strides with padding and
+ * matrices shifted off 16-byte alignment (the rungs' element-by-element paths), NaN around A
+ * and B (a read outside them poisons the result), C poisoned with NaN before each launch and
+ * its padding checked after. The rungs that pick a tile and K slices by size are also run with
+ * each plan forced, so every kernel meets every shape.
+ *
+ * The tensor-core rungs round A and B (to TF32 inside the kernel: to nearest with ties away
+ * from zero with mma.sync, truncated with wgmma; to BF16 before it, ties to even). Each result is held to two references: the
+ * product of the inputs rounded the same way, within the FP32 bound (all that is left is FP32
+ * summation, so a wrong index or a lost K step shows), and the product of the FP32 inputs,
+ * within the bound of the precision (mlp_bench's bounds). Errors are per element, against the
+ * size of the terms: |got − want| / (|alpha|·Σ|a·b| + |beta·c|).
+ *
+ * MLP_TEST_SHAPES=small skips the large shapes, =tiny all but the smallest and beta = 0 only
+ * (for the compute-sanitizer tools, which are slow); MLP_TEST_RUNGS=TEXT runs only the rungs whose name
+ * contains TEXT. Exits 77 (skipped) where there is no GPU. */
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "../cuda/cuda_check.h"
+#include "../cuda/gpu_backend.h"
+#include "check.h"
+#include "cpu_gemm.h"
+#include "device_buffer.cuh"
+#include "gemm_ladder.h"
+#include "rng.h"
+
+namespace {
+
+rng random_source;
+cudaStream_t stream;
+gpu_gemm_workspace workspace;
+
+using bf16 = __nv_bfloat16;
+
+/* ---- how a rung rounds its inputs, and the bounds ---- */
+
+enum rounding { AS_IS, TF32, TF32_TRUNCATED, BF16, ROUNDINGS };
+const char *const ROUNDING_NAMES[] = {"fp32", "tf32", "tf32 (truncated)", "bf16"};
+
+/* Against the reference of the inputs rounded as the rung rounds them: FP32 summation of up
+ * to ~4000 random-signed terms stays near 1e-7 of their size. */
+constexpr double SUMMATION_BOUND = 1e-5;
+/* Against the reference of the FP32 inputs: rounding both factors of a product to a p-bit
+ * mantissa moves it by at most 2·2^-p of its size; twice that (as mlp_bench). */
+const double PRECISION_BOUND[] = {1e-5, 4e-3, 4e-3, 1.6e-2};
+
+/* To TF32 as cvt.rna.tf32.f32 does: 10 mantissa bits, to nearest, ties away from zero. */
+float round_tf32(float x) {
+    if (!std::isfinite(x)) return x;
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits = (bits + 0x1000u) & 0xFFFFE000u; /* add half of the last kept bit to the magnitude */
+    std::memcpy(&x, &bits, sizeof bits);
+    return x;
+}
+
+/* To TF32 as the tensor cores read FP32 bits from shared memory: the low 13 bits dropped. */
+float truncate_tf32(float x) {
+    if (!std::isfinite(x)) return x;
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits &= 0xFFFFE000u;
+    std::memcpy(&x, &bits, sizeof bits);
+    return x;
+}
+
+float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+
+std::vector<float> rounded(std::vector<float> v, rounding how) {
+    if (how == TF32) std::transform(v.begin(), v.end(), v.begin(), round_tf32);
+    if (how == TF32_TRUNCATED) std::transform(v.begin(), v.end(), v.begin(), truncate_tf32);
+    if (how == BF16) std::transform(v.begin(), v.end(), v.begin(), round_bf16);
+    return v;
+}
+
+/* ---- problems ---- */
+
+constexpr float C_PADDING = 12345.0f; /* in C's padding columns and guard: must survive */
+constexpr int GUARD = 64;             /* floats after each matrix */
+
+struct gemm_case {
+    int m, n, k;
+    int pad;    /* extra columns in each row stride */
+    int offset; /* elements to shift each matrix's start by: 1 breaks 16-byte alignment */
+};
+
+/* A stored matrix with `offset` elements before it and GUARD after, all `fill`, as are the
+ * padding columns; the matrix itself gets random values. */
+std::vector<float> padded_matrix(int rows, int cols, int ld, int offset, float fill) {
+    std::vector<float> v(offset + (size_t)rows * ld + GUARD, fill);
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            v[offset + (size_t)r * ld + c] = rng_uniform_range(&random_source, -1, 1);
+    return v;
+}
+
+/* reference_gemm (single-threaded by design) on blocks of rows, one thread per block. */
+void reference(bool ta, bool tb, int m, int n, int k, double alpha, const float *a, int lda,
+               const float *b, int ldb, double beta, const float *c, int ldc, double *out) {
+    const int threads = (int)std::max(1u, std::thread::hardware_concurrency());
+    const int rows = (m + threads - 1) / threads;
+    std::vector<std::thread> pool;
+    for (int i0 = 0; i0 < m; i0 += rows)
+        pool.emplace_back([=] {
+            const float *a_rows = ta ? a + i0 : a + (size_t)i0 * lda; /* op(A)'s rows i0... */
+            reference_gemm(ta, tb, std::min(rows, m - i0), n, k, alpha, a_rows, lda, b, ldb, beta,
+                           c + (size_t)i0 * ldc, ldc, out + (size_t)i0 * ldc);
+        });
+    for (std::thread &t : pool) t.join();
+}
+
+/* One GEMM problem: the inputs as stored (padding, offset and guards included), the
+ * reference for each rounding of A and B, and the size of the terms behind each element. */
+struct gemm_problem {
+    bool ta, tb, accumulate;
+    gemm_case g;
+    int lda, ldb, ldc;
+    float alpha, beta;
+    std::vector<float> a, b, c;
+    std::vector<double> want[ROUNDINGS], scale;
+};
+
+gemm_problem make_problem(bool ta, bool tb, const gemm_case &g, bool accumulate) {
+    gemm_problem p{ta, tb, accumulate, g};
+    const int a_rows = ta ? g.k : g.m, a_cols = ta ? g.m : g.k;
+    const int b_rows = tb ? g.n : g.k, b_cols = tb ? g.k : g.n;
+    p.lda = a_cols + g.pad, p.ldb = b_cols + g.pad, p.ldc = g.n + g.pad;
+    p.a = padded_matrix(a_rows, a_cols, p.lda, g.offset, NAN);
+    p.b = padded_matrix(b_rows, b_cols, p.ldb, g.offset, NAN);
+    p.c = padded_matrix(g.m, g.n, p.ldc, g.offset, C_PADDING);
+    p.alpha = accumulate ? 0.5f : 1.0f, p.beta = accumulate ? -1.5f : 0.0f;
+    const size_t out = (size_t)g.m * p.ldc;
+    const float *c = p.c.data() + g.offset;
+    for (int r = 0; r < ROUNDINGS; r++) {
+        std::vector<float> a = rounded(p.a, rounding(r)), b = rounded(p.b, rounding(r));
+        p.want[r].resize(out);
+        reference(ta, tb, g.m, g.n, g.k, p.alpha, a.data() + g.offset, p.lda, b.data() + g.offset,
+                  p.ldb, p.beta, c, p.ldc, p.want[r].data());
+    }
+    std::vector<float> abs_a = p.a, abs_b = p.b, abs_c = p.c;
+    for (std::vector<float> *v : {&abs_a, &abs_b, &abs_c})
+        for (float &x : *v) x = std::fabs(x);
+    p.scale.resize(out);
+    reference(ta, tb, g.m, g.n, g.k, std::fabs(p.alpha), abs_a.data() + g.offset, p.lda,
+              abs_b.data() + g.offset, p.ldb, std::fabs(p.beta), abs_c.data() + g.offset, p.ldc,
+              p.scale.data());
+    return p;
+}
+
+std::vector<bf16> to_bf16(const std::vector<float> &v) {
+    std::vector<bf16> out(v.size());
+    std::transform(v.begin(), v.end(), out.begin(), [](float x) { return __float2bfloat16_rn(x); });
+    return out;
+}
+
+/* ---- the rungs, each behind one signature ---- */
+
+/* A launch's arguments, A and B both as FP32 and as BF16 (device pointers, offsets applied). */
+struct launch_args {
+    bool ta, tb;
+    int m, n, k;
+    float alpha;
+    const float *a, *b;
+    const bf16 *a16, *b16;
+    int lda, ldb;
+    float beta;
+    float *c;
+    int ldc;
+};
+
+#define FP32_ARGS stream, x.ta, x.tb, x.m, x.n, x.k, x.alpha, x.a, x.lda, x.b, x.ldb, x.beta, x.c, x.ldc
+#define BF16_ARGS stream, x.ta, x.tb, x.m, x.n, x.k, x.alpha, x.a16, x.lda, x.b16, x.ldb, x.beta, x.c, x.ldc
+
+void warptiled(const launch_args &x) { gpu_gemm_warptiled(FP32_ARGS); }
+void pipelined(const launch_args &x) { gpu_gemm_pipelined(workspace, FP32_ARGS); }
+template <int TILE, int SPLITS> void pipelined_plan(const launch_args &x) {
+    gpu_gemm_pipelined_with_plan(TILE, SPLITS, workspace, FP32_ARGS);
+}
+void tf32(const launch_args &x) { gpu_gemm_tf32_mma(workspace, FP32_ARGS); }
+template <int SPLITS> void tf32_splits(const launch_args &x) {
+    gpu_gemm_tf32_mma_with_splits(SPLITS, workspace, FP32_ARGS);
+}
+void tf32_wgmma(const launch_args &x) { gpu_gemm_tf32_wgmma(workspace, FP32_ARGS); }
+template <int SPLITS> void tf32_wgmma_splits(const launch_args &x) {
+    gpu_gemm_tf32_wgmma_with_splits(SPLITS, workspace, FP32_ARGS);
+}
+void bf16_rung(const launch_args &x) { gpu_gemm_bf16_mma(workspace, BF16_ARGS); }
+template <int SPLITS> void bf16_splits(const launch_args &x) {
+    gpu_gemm_bf16_mma_with_splits(SPLITS, workspace, BF16_ARGS);
+}
+void bf16_wgmma(const launch_args &x) { gpu_gemm_bf16_wgmma(workspace, BF16_ARGS); }
+template <int SPLITS> void bf16_wgmma_splits(const launch_args &x) {
+    gpu_gemm_bf16_wgmma_with_splits(SPLITS, workspace, BF16_ARGS);
+}
+
+#undef FP32_ARGS
+#undef BF16_ARGS
+
+struct rung {
+    const char *name;
+    rounding inputs;
+    void (*launch)(const launch_args &);
+    bool hopper_only;
+};
+
+/* Split-K slices are at least 32 (pipelined) or 64 (tensor cores) deep, so small K gets
+ * fewer slices than asked for, and K = 65 two uneven ones. */
+const rung RUNGS[] = {
+    {"warptiled", AS_IS, warptiled},
+    {"pipelined(32, 3 K slices)", AS_IS, pipelined_plan<32, 3>},
+    {"pipelined(64)", AS_IS, pipelined_plan<64, 1>},
+    {"pipelined(128)", AS_IS, pipelined_plan<128, 1>},
+    {"pipelined(64, 5 K slices)", AS_IS, pipelined_plan<64, 5>},
+    {"pipelined(128, 3 K slices)", AS_IS, pipelined_plan<128, 3>},
+    {"pipelined(auto)", AS_IS, pipelined},
+    {"tf32_mma(1 K slice)", TF32, tf32_splits<1>},
+    {"tf32_mma(3 K slices)", TF32, tf32_splits<3>},
+    {"tf32_mma(auto)", TF32, tf32},
+    {"tf32_wgmma(1 K slice)", TF32_TRUNCATED, tf32_wgmma_splits<1>, true},
+    {"tf32_wgmma(3 K slices)", TF32_TRUNCATED, tf32_wgmma_splits<3>, true},
+    {"tf32_wgmma(auto)", TF32_TRUNCATED, tf32_wgmma, true},
+    {"bf16_mma(1 K slice)", BF16, bf16_splits<1>},
+    {"bf16_mma(4 K slices)", BF16, bf16_splits<4>},
+    {"bf16_mma(auto)", BF16, bf16_rung},
+    {"bf16_wgmma(1 K slice)", BF16, bf16_wgmma_splits<1>, true},
+    {"bf16_wgmma(4 K slices)", BF16, bf16_wgmma_splits<4>, true},
+    {"bf16_wgmma(auto)", BF16, bf16_wgmma, true},
+};
+
+/* Largest |got − want| / scale over C's elements; infinite for a NaN (an unwritten element). */
+double worst_error(const std::vector<float> &got, const std::vector<double> &want,
+                   const std::vector<double> &scale, const gemm_problem &p) {
+    double worst = 0;
+    for (int r = 0; r < p.g.m; r++)
+        for (int col = 0; col < p.g.n; col++) {
+            const size_t at = (size_t)r * p.ldc + col;
+            const float value = got[p.g.offset + at];
+            if (std::isnan(value)) return INFINITY;
+            const double size = scale[at] > 0 ? scale[at] : 1.0;
+            worst = std::max(worst, std::fabs(value - want[at]) / size);
+        }
+    return worst;
+}
+
+/* Whether everything in C's buffer outside the M×N matrix still holds C_PADDING. */
+bool outside_intact(const std::vector<float> &got, const gemm_problem &p) {
+    for (size_t i = 0; i < got.size(); i++) {
+        const long inside = (long)i - p.g.offset;
+        const bool in_matrix = inside >= 0 && inside / p.ldc < p.g.m && inside % p.ldc < p.g.n;
+        if (!in_matrix && got[i] != C_PADDING) return false;
+    }
+    return true;
+}
+
+void check_rung(const rung &r, const gemm_problem &p, device_buffer<float> &da,
+                device_buffer<float> &db, device_buffer<bf16> &da16, device_buffer<bf16> &db16) {
+    const gemm_case &g = p.g;
+    device_buffer<float> dc(p.c);
+    if (!p.accumulate) { /* beta == 0: C is write-only, so poison it (but keep padding and guard) */
+        std::vector<float> poisoned = p.c;
+        for (int row = 0; row < g.m; row++)
+            for (int col = 0; col < g.n; col++) poisoned[g.offset + (size_t)row * p.ldc + col] = NAN;
+        dc.upload(poisoned);
+    }
+    launch_args x;
+    x.ta = p.ta, x.tb = p.tb, x.m = g.m, x.n = g.n, x.k = g.k, x.alpha = p.alpha, x.beta = p.beta;
+    x.a = da.ptr + g.offset, x.b = db.ptr + g.offset, x.lda = p.lda, x.ldb = p.ldb;
+    x.a16 = da16.ptr + g.offset, x.b16 = db16.ptr + g.offset;
+    x.c = dc.ptr + g.offset, x.ldc = p.ldc;
+    r.launch(x);
+    CUDA_CHECK_LAUNCH();
+    const std::vector<float> got = dc.download();
+    const double summation = worst_error(got, p.want[r.inputs], p.scale, p);
+    const double total = worst_error(got, p.want[AS_IS], p.scale, p);
+    const bool intact = outside_intact(got, p);
+    CHECK(summation <= SUMMATION_BOUND && total <= PRECISION_BOUND[r.inputs] && intact,
+          "%s %c%c %dx%dx%d pad %d offset %d %s: error %.3g against the %s-rounded inputs (bound "
+          "%.0e), %.3g against FP32 (bound %.0e)%s",
+          r.name, p.ta ? 'T' : 'N', p.tb ? 'T' : 'N', g.m, g.n, g.k, g.pad, g.offset,
+          p.accumulate ? "beta=-1.5" : "beta=0", summation, ROUNDING_NAMES[r.inputs],
+          SUMMATION_BOUND, total, PRECISION_BOUND[r.inputs], intact ? "" : ", wrote outside C");
+}
+
+void check_ladder(bool hopper) {
+    const gemm_case cases[] = {
+        {1, 1, 1, 0, 0},       {2, 3, 4, 0, 0},        {17, 33, 65, 0, 0},     {1000, 3, 7, 0, 0},
+        {7, 1000, 3, 0, 0},    {64, 784, 256, 0, 0},   {129, 257, 513, 0, 0},  {512, 256, 784, 0, 0},
+        {784, 256, 512, 0, 0}, {512, 10, 256, 0, 0},   {16, 256, 784, 0, 0},   {2048, 1152, 64, 0, 0},
+        {100, 200, 300, 1, 0}, {64, 64, 64, 3, 0},     {130, 66, 34, 0, 1},    {1000, 1000, 1000, 0, 0},
+        /* strides that keep 16-byte (FP32) or not (BF16) alignment around widths that are not */
+        {17, 17, 17, 3, 0},    {18, 22, 26, 2, 0},     {150, 138, 142, 2, 0},  {1001, 999, 9, 0, 0},
+        {257, 129, 100, 4, 0}, {31, 127, 129, 8, 0},
+        /* long K over a small output: what split-K is for; and the 128×128 tiles chosen by size */
+        {10, 7, 4099, 0, 0},   {33, 65, 2001, 1, 1},   {1537, 1543, 97, 0, 0},
+    };
+    const char *shapes = std::getenv("MLP_TEST_SHAPES");
+    const long max_volume = !shapes                          ? LONG_MAX
+                            : std::strcmp(shapes, "small") == 0 ? 5000000L
+                            : std::strcmp(shapes, "tiny") == 0  ? 300000L
+                                                                : LONG_MAX;
+    const char *only = std::getenv("MLP_TEST_RUNGS");
+    const bool tiny = shapes && std::strcmp(shapes, "tiny") == 0; /* racecheck: beta = 0 only */
+    for (const gemm_case &g : cases) {
+        if ((long)g.m * g.n * g.k > max_volume) continue;
+        for (int t = 0; t < 4; t++)
+            for (bool accumulate : {false, true}) {
+                if (tiny && accumulate) continue;
+                const gemm_problem p = make_problem(t & 1, t & 2, g, accumulate);
+                device_buffer<float> da(p.a), db(p.b);
+                device_buffer<bf16> da16(to_bf16(p.a)), db16(to_bf16(p.b));
+                for (const rung &r : RUNGS)
+                    if ((hopper || !r.hopper_only) && (!only || std::strstr(r.name, only)))
+                        check_rung(r, p, da, db, da16, db16);
+            }
+    }
+}
+
+} // namespace
+
+int main() {
+    char why[256];
+    if (!gpu_device_available(why, sizeof why)) {
+        std::printf("test_gpu_gemm_ladder: skipped: %s\n", why);
+        return TEST_SKIP_STATUS;
+    }
+    random_source = rng_create(test_seed("test_gpu_gemm_ladder"), 0);
+    CUDA_CHECK(cudaStreamCreate(&stream));
+    workspace = {nullptr, GPU_GEMM_WORKSPACE_FLOATS};
+    CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));
+    const bool hopper = gpu_gemm_wgmma_available();
+    if (!hopper) std::printf("test_gpu_gemm_ladder: not a Hopper GPU: the wgmma rungs skipped\n");
+    check_ladder(hopper);
+    CUDA_CHECK(cudaFree(workspace.data));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    return test_exit_status("test_gpu_gemm_ladder");
+}
