@@ -18,6 +18,7 @@
 #   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
+#   speed     epoch ms of tiled, blas (graphs on and off) and fused at batch 16, 64, 512, 2048
 #   limits    models too large for the GPU's memory (a huge --hidden, a huge --batch on top):
 #             each must end with exit 1 and a message, not a crash
 #   ladder    the GEMM ladder (docs/kernels.md): its test under compute-sanitizer memcheck (small
@@ -52,9 +53,10 @@ stage_sanitize() {
     local status=0
     for tool in memcheck racecheck initcheck; do
         for test in test_gpu_ops test_gpu_training test_gpu_kernels; do
-            [ "$tool" = racecheck ] && [ "$test" = test_gpu_training ] && continue # same kernels, slow
+            local part=all
+            [ "$tool" = racecheck ] && [ "$test" = test_gpu_training ] && part=fused # the rest: same kernels as test_gpu_ops
             [ "$tool" = initcheck ] && [ "$test" = test_gpu_kernels ] && continue # inputs all uploaded
-            MLP_TEST_SHAPES=small compute-sanitizer --tool $tool --error-exitcode 99 "$build/$test" \
+            MLP_TEST_PART=$part MLP_TEST_SHAPES=small compute-sanitizer --tool $tool --error-exitcode 99 "$build/$test" \
                 >"$out/sanitize_${tool}_$test.log" 2>&1
             local s=$?
             echo "compute-sanitizer $tool $test: exit $s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_${tool}_$test.log" | tail -1)"
@@ -182,6 +184,29 @@ stage_bench() {
     python3 tools/plot_bench.py --out "$out/plots" "$out"/gemm_gpu.csv "$out"/gemm_cpu_1.csv \
         "$out"/gemm_cpu_all.csv "$out"/dot.csv "$out"/maxpool.csv >"$out/plot.log" 2>&1 ||
         echo "plots: failed (see plot.log)"
+    return $status
+}
+
+# Epoch ms (median of epochs 2..4) and test accuracy of the GPU implementations, graphs on and off.
+stage_speed() {
+    local batch impl graph status=0
+    printf '| batch | impl | graph | execution | epoch ms | test acc |\n|---|---|---|---|---|---|\n' | tee "$out/speed.md"
+    for batch in 16 64 512 2048; do
+        for impl in tiled blas fused; do
+            for graph in on off; do
+                [ "$impl" = fused ] && [ "$graph" = off ] && continue
+                "$mlp" --device gpu --impl $impl --graph $graph --batch $batch --epochs 4 --data "$data" \
+                    --json --quiet >"$out/speed_${impl}_${graph}_$batch.json" 2>"$out/speed.err" || {
+                    echo "speed: $impl $batch failed: $(tail -2 "$out/speed.err")"; status=1; continue; }
+                python3 - "$out/speed_${impl}_${graph}_$batch.json" $batch $impl $graph <<'PY' | tee -a "$out/speed.md"
+import json, statistics, sys
+r = json.load(open(sys.argv[1]))
+t = statistics.median(e["time_s"] for e in r["epochs"][1:])
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {sys.argv[4]} | {r['config'].get('execution', '?')} | {1e3 * t:.2f} | {100 * r['test_accuracy']:.2f} |")
+PY
+            done
+        done
+    done
     return $status
 }
 
