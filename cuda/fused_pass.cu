@@ -32,11 +32,11 @@ plan make_plan(const training_pass *pass, char *why, size_t why_size) {
                       shape->layers - 1);
         return {0, 0};
     }
-    if (features % 4 != 0 || features > FUSED_MAX_FEATURES) {
+    if (features % FUSED_FEATURE_MULTIPLE != 0 || features > FUSED_MAX_FEATURES) {
         std::snprintf(why, why_size,
-                      "the fused kernel reads inputs four bytes at a time, at most %d of them; "
+                      "the fused kernel reads inputs %d bytes at a time, at most %d of them; "
                       "this data set has %d",
-                      FUSED_MAX_FEATURES, features);
+                      FUSED_FEATURE_MULTIPLE, FUSED_MAX_FEATURES, features);
         return {0, 0};
     }
     if (classes > FUSED_MAX_CLASSES) {

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "../profiling/nvtx_ranges.h"
+#include "../profiling/wall_clock.h"
 #include "backend_select.h"
 #include "checkpoint.h"
 #include "cli.h"
@@ -33,6 +35,8 @@ typedef struct {
     mlp_shape shape;
     backend *be;
     trainer *trainer;
+    double started; /* wall_seconds() at main() */
+    startup_times startup;
 } run_state;
 
 static int fail(const char *message) {
@@ -196,9 +200,42 @@ static bool check_device_memory(const run_state *s, char *err) {
                             ERR_SIZE);
 }
 
+/* Creating the implementation (on the GPU: the CUDA context, the stream, cuBLAS) on its own
+ * thread, while the main thread reads the data: the two take similar time and need nothing of
+ * each other. */
+typedef struct {
+    const char *device, *impl;
+    backend *be;
+    char err[ERR_SIZE];
+    double finished; /* wall_seconds() */
+} device_setup;
+
+static void *create_backend(void *arg) {
+    device_setup *setup = arg;
+    setup->be = backend_create(setup->device, setup->impl, setup->err, sizeof setup->err);
+    setup->finished = wall_seconds();
+    return NULL;
+}
+
+static bool load_and_set_up(run_state *s, char *err) {
+    device_setup setup = {.device = s->device, .impl = s->options.impl};
+    pthread_t thread;
+    bool threaded = pthread_create(&thread, NULL, create_backend, &setup) == 0;
+    if (!threaded) create_backend(&setup);
+    bool loaded = load_inputs(s, err);
+    double data_done = wall_seconds();
+    if (threaded) pthread_join(thread, NULL);
+    s->be = setup.be;
+    s->startup.data_s = data_done - s->started;
+    s->startup.device_s = setup.finished - s->started;
+    s->startup.ready_s = wall_seconds() - s->started;
+    if (!loaded) return false;
+    if (!s->be) snprintf(err, ERR_SIZE, "%s", setup.err);
+    return s->be != NULL;
+}
+
 static bool start_trainer(run_state *s, char *err) {
-    s->be = backend_create(s->device, s->options.impl, err, ERR_SIZE);
-    if (!s->be || !check_device_memory(s, err)) return false;
+    if (!check_device_memory(s, err)) return false;
     train_config config = {
         .batch = s->options.batch,
         .seed = s->options.seed,
@@ -223,6 +260,9 @@ static bool start_trainer(run_state *s, char *err) {
                                 &config, params, s->have_checkpoint ? s->loaded.state : NULL,
                                 s->loaded.optimizer_step, s->loaded.epochs_done);
     free(fresh);
+    double now = wall_seconds() - s->started;
+    s->startup.trainer_s = now - s->startup.ready_s;
+    s->startup.total_s = now;
     const char *refusal = trainer_whole_pass_refusal(s->trainer);
     if (refusal && !s->options.eval_only)
         fprintf(stderr, "mlp_train: --impl %s: %s; training step by step instead\n",
@@ -245,7 +285,8 @@ static bool save_checkpoint(run_state *s, char *err) {
 static run_info describe(const run_state *s) {
     return (run_info){&s->options,   s->device,     s->be->description,
                       s->data_dir,   &s->shape,     s->threads,
-                      s->train.count, s->test.count, trainer_pass_mode(s->trainer)};
+                      s->train.count, s->test.count, trainer_pass_mode(s->trainer),
+                      &s->startup};
 }
 
 static int evaluate_only(run_state *s) {
@@ -296,7 +337,7 @@ static int run(run_state *s) {
     char err[ERR_SIZE];
     s->threads = s->options.threads ? s->options.threads : omp_get_num_procs();
     cpu_set_threads(s->threads, s->options.impl);
-    if (!choose_device(s, err) || !load_inputs(s, err) || !check_host_memory(s, err) ||
+    if (!choose_device(s, err) || !load_and_set_up(s, err) || !check_host_memory(s, err) ||
         !start_trainer(s, err))
         return fail(err);
     nvtx_range_push("run");
@@ -315,6 +356,7 @@ static void cleanup(run_state *s) {
 
 int main(int argc, char **argv) {
     static run_state state;
+    state.started = wall_seconds();
     switch (cli_parse(argc, argv, &state.options)) {
     case CLI_DONE: return 0;
     case CLI_USAGE_ERROR: return 2;

@@ -40,6 +40,7 @@ void report_header(FILE *out, const run_info *info) {
     fprintf(out, ", batch %d, %d epochs, seed %llu\n", o->batch, o->epochs,
             (unsigned long long)o->seed);
     fprintf(out, "execution: %s\n", execution_description(info->pass_mode));
+    if (o->profile) report_startup(out, info->startup);
     fprintf(out, "%5s %10s %9s %10s %9s %9s %12s\n", "epoch", "train_loss", "train_acc",
             "test_loss", "test_acc", "time_s", "images/s");
 }
@@ -125,6 +126,13 @@ static void json_phases(FILE *out, const phase_totals *phases) {
     fprintf(out, "}");
 }
 
+void report_startup(FILE *out, const startup_times *t) {
+    fprintf(out,
+            "start-up: %.3f s: data %.3f s and device set-up %.3f s side by side, then trainer "
+            "%.3f s (buffers, upload, warm-up)\n",
+            t->total_s, t->data_s, t->device_s, t->trainer_s);
+}
+
 void report_json(FILE *out, const run_info *info, const epoch_result *epochs, int count) {
     fprintf(out, "{\"version\": \"%s\", ", MLP_VERSION);
     json_config(out, info);
@@ -153,6 +161,11 @@ void report_json(FILE *out, const run_info *info, const epoch_result *epochs, in
         fprintf(out, ", \"phases\": ");
         json_phases(out, &run);
     }
+    const startup_times *t = info->startup;
+    fprintf(out,
+            ", \"startup\": {\"total_s\": %.6f, \"data_s\": %.6f, \"device_s\": %.6f, "
+            "\"trainer_s\": %.6f}",
+            t->total_s, t->data_s, t->device_s, t->trainer_s);
     fprintf(out, "}\n");
 }
 

@@ -12,6 +12,16 @@
 #include "trainer.h"
 
 /* Everything about a run that is not a result. */
+/* Where the time before the first epoch went, in seconds from main(). The data is read while
+ * the device is set up (a CUDA context, cuBLAS), on another thread. */
+typedef struct {
+    double data_s;    /* reading and decoding the IDX files, normalization statistics */
+    double device_s;  /* creating the implementation: CUDA context, streams, cuBLAS, workspaces */
+    double ready_s;   /* both done: from main() to the end of the longer of the two */
+    double trainer_s; /* the trainer: buffers, the data set to the device, warm-up, recording */
+    double total_s;   /* main() to the first epoch */
+} startup_times;
+
 typedef struct {
     const cli_options *options;
     const char *device;           /* resolved: "cpu" or "gpu" */
@@ -21,9 +31,13 @@ typedef struct {
     int threads;
     int train_count, test_count;
     const char *pass_mode; /* trainer_pass_mode(): "direct", "recorded" or "whole" */
+    const startup_times *startup;
 } run_info;
 
+/* The run's description; with --profile, its start-up too. */
 void report_header(FILE *out, const run_info *info);
+/* One line: where the start-up time went. */
+void report_startup(FILE *out, const startup_times *t);
 void report_epoch(FILE *out, const epoch_result *e);
 
 /* A table of where the time went: per phase, total ms, ms per occurrence, share of wall_ms.

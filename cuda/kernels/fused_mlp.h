@@ -12,7 +12,8 @@
 
 /* The limits of the design; fused_pass.cu refuses (and the trainer falls back) outside them. */
 constexpr int FUSED_THREADS = 256;              /* threads per block: 8 warps */
-constexpr int FUSED_MAX_FEATURES = 4 * FUSED_THREADS; /* one thread per 4 pixels in the backward */
+constexpr int FUSED_MAX_FEATURES = 4 * FUSED_THREADS; /* a thread per 4..16 pixels in the backward */
+constexpr int FUSED_FEATURE_MULTIPLE = 16;      /* pixels are read 16 bytes at a time */
 constexpr int FUSED_MAX_CLASSES = 32;           /* one lane per class in the softmax */
 constexpr int FUSED_MAX_UNITS_PER_BLOCK = 8;
 
