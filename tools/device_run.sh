@@ -218,12 +218,12 @@ stage_startup() {
     local impl run start end
     for impl in fused tiled blas; do
         for run in 1 2 3; do
-            start=$(date +%s.%N)
+            start=$(date +%s%N)
             "$mlp" --device gpu --impl $impl --batch 512 --epochs 10 --data "$data" --quiet --profile \
                 >"$out/startup_$impl.txt" 2>&1
-            end=$(date +%s.%N)
-            printf '%s run %d: wall %.3f s, %s, final test accuracy %s\n' $impl $run \
-                "$(echo "$end - $start" | bc)" "$(grep -o 'start-up: [0-9.]* s' "$out/startup_$impl.txt")" \
+            end=$(date +%s%N)
+            printf '%s run %d: wall %d ms, %s, final test accuracy %s\n' $impl $run \
+                $(((end - start) / 1000000)) "$(grep -o 'start-up: [0-9.]* s' "$out/startup_$impl.txt")" \
                 "$(grep -E '^ +10 ' "$out/startup_$impl.txt" | awk '{print $5}')"
         done
         grep 'start-up' "$out/startup_$impl.txt"

@@ -48,6 +48,7 @@ namespace {
 constexpr int WARPS = FUSED_THREADS / 32;
 constexpr int ROW_CHUNK = 256; /* rows of dlogits and dh held in shared memory at a time */
 constexpr unsigned FULL_MASK = 0xffffffffu;
+constexpr int SEVERAL_ROWS_FROM_BATCH = 64;
 
 __device__ __forceinline__ float pixel(uint32_t four_pixels, int k) {
     return __uint_as_float(__byte_perm(four_pixels, 0x4B000000u, 0x7540 + k)) - 8388608.0f;
@@ -191,9 +192,8 @@ template <int U> __device__ void sum_w1_columns(const fused_mlp_args &a, block_s
 
 /* Forward for the block's units. A warp takes RW rows at a time; each lane reads 16 pixels of
  * each of them per iteration (a warp: 512 contiguous bytes per row), then the warp adds up. */
-template <int U> __device__ void forward(const fused_mlp_args &a, block_slice<U> &s, int first,
-                                         int rows) {
-    constexpr int RW = forward_rows<U>();
+template <int U, int RW> __device__ void forward_rows_at_once(const fused_mlp_args &a, block_slice<U> &s,
+                                                              int first, int rows) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int F = a.features, C = a.classes, chunks = F / 16;
     for (int r0 = warp * RW; r0 < rows; r0 += WARPS * RW) {
@@ -246,6 +246,14 @@ template <int U> __device__ void forward(const fused_mlp_args &a, block_slice<U>
             }
         }
     }
+}
+
+/* Several rows per warp where the batch is large enough to keep every warp busy; one row per
+ * warp (the shortest chain of dependent work) for small batches, where latency is all. */
+template <int U> __device__ void forward(const fused_mlp_args &a, block_slice<U> &s, int first,
+                                         int rows) {
+    if (a.batch >= SEVERAL_ROWS_FROM_BATCH) forward_rows_at_once<U, forward_rows<U>()>(a, s, first, rows);
+    else forward_rows_at_once<U, 1>(a, s, first, rows);
 }
 
 /* Softmax cross-entropy, one warp per row, rows spread over every warp of the grid. The row's
