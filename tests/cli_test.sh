@@ -69,7 +69,7 @@ fi
 # bad data: missing directory, a truncated file, a label out of range
 expect 1 "$work/nowhere: .*(No such file|neither)" -- "$mlp_train" --data "$work/nowhere" --device cpu
 mkdir -p "$work/cut" "$work/badlabel"
-cp "$data"/* "$work/cut/" && cp "$data"/* "$work/badlabel/"
+cp "$data"/*.gz "$work/cut/" && cp "$data"/*.gz "$work/badlabel/" # .gz only: a raw copy would be read instead
 gzip -dc "$data/train-labels-idx1-ubyte.gz" | head -c 30000 | gzip >"$work/cut/train-labels-idx1-ubyte.gz"
 expect 1 "train-labels-idx1-ubyte.gz: .*truncated" -- "$mlp_train" "${quick[@]}" --data "$work/cut"
 gzip -dc "$data/t10k-labels-idx1-ubyte.gz" >"$work/labels"
