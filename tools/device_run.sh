@@ -11,11 +11,13 @@
 #   train     10 epochs of each GPU implementation at batch 64 and 512
 #   profile   --profile tables: data resident, host pageable, host pinned, host overlapped
 #   nsys      an Nsight Systems trace of --impl tiled --batch 512 and its summary tables
-#   compare   epoch times next to PyTorch (eager and CUDA graph), batch 16 and 512
+#   compare   tools/compare.py: every GPU implementation (--graph on and off) against PyTorch
+#             eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and 2048,
+#             and whole 10-epoch processes at batch 512 (compare_gpu.md, compare_gpu.json)
 #   odd       shapes the tests do not use: GEMMs of odd sizes (all transposes, every GPU GEMM),
 #             training with odd widths and batches on each GPU implementation, Fashion-MNIST
 #   example   the README's line: mlp_train --impl tiled --batch 512 (3 epochs)
-#   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU
+#   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU (tools/compare.py)
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
 #   speed     epoch ms of tiled, blas (graphs on and off) and fused at batch 16, 64, 512, 2048
@@ -157,13 +159,24 @@ stage_example() {
 }
 
 stage_compare() {
-    python3 tools/compare_pytorch.py --mlp-train "$mlp" --data "$data" --device gpu --batch 16 512 \
-        --json "$out/compare_gpu.json" | tee "$out/compare_gpu.md"
+    # Sized to stay under 5 minutes on an H200 (estimated from the earlier figures in
+    # docs/performance.md): 5 epochs of each contender per batch, PyTorch eager at batch 16 the
+    # longest (~4 s an epoch), naive from batch 512 on; then 3 whole 10-epoch runs at batch 512.
+    python3 tools/compare.py --mlp-train "$mlp" --data "$data" --device gpu --batch 16 64 512 2048 \
+        --epochs 5 --naive-min-batch 512 --wall-runs 3 --json "$out/compare_gpu.json" \
+        2>"$out/compare_gpu.log" | tee "$out/compare_gpu.md"
+    local s=${PIPESTATUS[0]}
+    [ "$s" -eq 0 ] || tail -20 "$out/compare_gpu.log"
+    return "$s"
 }
 
 stage_cpu() {
-    python3 tools/compare_pytorch.py --mlp-train "$mlp" --data "$data" --device cpu --batch 512 \
-        --threads 1 "$(nproc)" --epochs 2 --json "$out/compare_cpu.json" | tee "$out/compare_cpu.md"
+    python3 tools/compare.py --mlp-train "$mlp" --data "$data" --device cpu --batch 512 \
+        --threads 1 "$(nproc)" --epochs 2 --json "$out/compare_cpu.json" \
+        2>"$out/compare_cpu.log" | tee "$out/compare_cpu.md"
+    local s=${PIPESTATUS[0]}
+    [ "$s" -eq 0 ] || tail -20 "$out/compare_cpu.log"
+    return "$s"
 }
 
 stage_bench() {

@@ -1,161 +1,250 @@
 #!/usr/bin/env python3
-"""The same training job in PyTorch, timed the way mlp_train times it: the reference that
-tools/compare_pytorch.py puts next to mlp_train's epochs.
+"""mlp_train's training job in PyTorch, timed the way mlp_train times it: one of the peers that
+tools/compare.py puts next to mlp_train's implementations.
 
-Model 784-256-10 (ReLU, softmax cross-entropy), SGD with momentum 0.9, FP32 (TF32 off), MNIST
-normalized as mlp_train does, the data set resident on the device, each batch gathered there
-from a shuffled index. Modes:
-  eager  the usual loop: zero_grad, forward, backward, step
-  graph  the whole step (gather, forward, backward, step) captured once as a CUDA graph and
-         replayed; full batches only (the last partial batch would need a second graph)
-An epoch's time runs from the first step to a device synchronization after the last one; the
-first epoch is a warm-up; the figure is the median of the timed epochs.
+The job: an MLP 784-256-10 (--hidden as mlp_train's), ReLU, softmax cross-entropy (mean over
+the batch), SGD with momentum 0.9 in PyTorch's convention (v = m v + g; p -= lr v, which is
+mlp_train's), mlp_train's default learning rate for the batch unless --lr, mlp_train's weight
+initialization scheme (He-uniform weights, zero biases; tools/peer_common.py), MNIST normalized
+as mlp_train does, FP32 with TF32 off. The data set is resident on the device; each epoch draws a
+permutation on the device (before the clock starts, as mlp_train uploads its order before its
+clock starts), and each step gathers its batch there. The last partial batch is trained on, as
+mlp_train does. The training loss and accuracy are summed on the device during the epoch and
+read back at its end, as mlp_train does (--no-train-metrics leaves them out).
 
-Prints one JSON object: {"torch": version, "device": name, "results": [{"mode", "device",
-"batch", "threads", "epoch_s", "epochs_timed", "test_accuracy"}...]}.
+Modes:
+  eager  the usual loop: index, forward, loss, zero_grad, backward, optimizer step (SGD with
+         PyTorch's default implementation for the device: foreach on CUDA)
+  graph  CUDA only: the whole step (batch gather from a device-side cursor into the epoch's
+         order, forward, loss, backward, fused SGD step, cursor advance, metric sums) captured
+         once with torch.cuda.graph and replayed; a second graph for the last partial batch.
+         The per-step host work is one graph.replay(). Warm-up steps before capture (as PyTorch
+         advises) are undone afterwards: the weights are restored and the momentum zeroed.
+
+Timing: an epoch runs from its first step to the read-back of its loss and accuracy (which
+synchronizes the device); the first epoch is a warm-up; the figure is the median of the others.
+Test accuracy is measured once, after the last epoch.
+
+Prints one JSON object on stdout (tools/peer_common.py print_json):
+  {"framework": "torch", "version", "torch", "device", "tf32", "results": [{"mode", "device",
+   "batch", "threads", "lr", "epoch_s", "epoch_times_s", "epochs_timed", "test_accuracy",
+   "train_loss", "train_accuracy", "optimizer"}...]}
+A result for a mode that fails (a capture error, say) is {"mode", "device", "batch", "error"};
+the others still run.
+Exits 3 (after a line on stderr) when PyTorch, or CUDA for --device cuda, is not there.
+
+Example: tools/pytorch_mlp.py --device cuda --batch 16 512 --modes eager graph --epochs 5
 """
 import argparse
-import gzip
-import json
-import statistics
+import sys
 import time
-from pathlib import Path
 
-import numpy as np
-import torch
+import peer_common as common
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb") as f:
-        data = f.read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+PROGRAM = "pytorch_mlp.py"
 
 
-def find(directory, name):
-    for candidate in (directory / name, directory / (name + ".gz")):
-        if candidate.exists():
-            return candidate
-    raise SystemExit(f"pytorch_mlp.py: {directory}: no {name}[.gz]")
+def make_model(torch, widths, seed, device):
+    """nn.Sequential of Linear and ReLU, with mlp_train's initialization scheme."""
+    layers = []
+    for i, (weights, bias) in enumerate(common.init_parameters(widths, seed)):
+        linear = torch.nn.Linear(weights.shape[0], weights.shape[1])
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(weights.T.copy()))  # Linear stores [out, in]
+            linear.bias.copy_(torch.from_numpy(bias))
+        layers.append(linear)
+        if i < len(widths) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).to(device)
 
 
-def load_mnist(directory, device):
-    def images(name):
-        return torch.from_numpy(read_idx(find(directory, name)).reshape(-1, 784).astype(np.float32) / 255.0)
-
-    def labels(name):
-        return torch.from_numpy(read_idx(find(directory, name)).astype(np.int64))
-
-    x_train, y_train = images("train-images-idx3-ubyte"), labels("train-labels-idx1-ubyte")
-    x_test, y_test = images("t10k-images-idx3-ubyte"), labels("t10k-labels-idx1-ubyte")
-    mean, std = x_train.mean(), x_train.std()
-    return [t.to(device) for t in ((x_train - mean) / std, y_train, (x_test - mean) / std, y_test)]
-
-
-def make_model(device, seed):
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(device)
+def make_optimizer(torch, model, lr, momentum, fused):
+    """SGD with momentum; fused=True asks for the fused CUDA kernel (PyTorch 2.4 on), falling
+    back to the foreach implementation where this PyTorch has none. Returns (optimizer, name)."""
+    if fused:
+        try:
+            return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, fused=True), "SGD fused"
+        except (TypeError, RuntimeError, ValueError) as error:
+            print(f"{PROGRAM}: fused SGD unavailable ({error}); using foreach", file=sys.stderr)
+            return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, foreach=True), "SGD foreach"
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum), "SGD default"
 
 
-def synchronize(device):
+def synchronize(torch, device):
     if device.type == "cuda":
         torch.cuda.synchronize()
 
 
-def test_accuracy(model, x_test, y_test):
+def test_accuracy(torch, model, x_test, y_test):
     with torch.no_grad():
         return (model(x_test).argmax(1) == y_test).float().mean().item()
 
 
-def eager_epochs(data, device, batch, lr, epochs, seed):
-    x_train, y_train, x_test, y_test = data
-    model = make_model(device, seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    times = []
-    for _ in range(epochs):
-        order = torch.randperm(len(x_train), device=device)
-        synchronize(device)
+def epoch_order(torch, generator, count, device):
+    return torch.randperm(count, generator=generator, device=device)
+
+
+def eager_run(torch, data, device, batch, lr, args):
+    """The usual PyTorch loop. Returns (epoch times, train loss, train accuracy, model, optimizer name)."""
+    x_train, y_train, _, _ = data
+    count = len(x_train)
+    model = make_model(torch, args.widths, args.seed, device)
+    optimizer, name = make_optimizer(torch, model, lr, args.momentum, fused=False)
+    generator = torch.Generator(device=device)
+    generator.manual_seed(args.seed)
+    times, train_loss, train_accuracy = [], float("nan"), float("nan")
+    for _ in range(args.epochs):
+        order = epoch_order(torch, generator, count, device)
+        loss_sum = torch.zeros((), device=device)
+        correct = torch.zeros((), dtype=torch.long, device=device)
+        synchronize(torch, device)
         start = time.perf_counter()
-        for i in range(0, len(x_train), batch):
-            index = order[i:i + batch]
+        for first in range(0, count, batch):
+            index = order[first:first + batch]
+            x, y = x_train.index_select(0, index), y_train.index_select(0, index)
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits, y)
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x_train[index]), y_train[index])
             loss.backward()
             optimizer.step()
-        synchronize(device)
+            if not args.no_train_metrics:
+                loss_sum += loss.detach() * len(index)
+                correct += (logits.detach().argmax(1) == y).sum()
+        train_loss, train_accuracy = loss_sum.item() / count, correct.item() / count  # synchronizes
+        synchronize(torch, device)
         times.append(time.perf_counter() - start)
-    return times, test_accuracy(model, x_test, y_test)
+    return times, train_loss, train_accuracy, model, name
 
 
-def graph_epochs(data, device, batch, lr, epochs, seed):
-    x_train, y_train, x_test, y_test = data
-    model = make_model(device, seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    steps = len(x_train) // batch
-    index = torch.zeros(batch, dtype=torch.long, device=device)
-
-    def step():
-        optimizer.zero_grad(set_to_none=False)
-        loss = loss_fn(model(x_train[index]), y_train[index])
-        loss.backward()
-        optimizer.step()
-
-    side = torch.cuda.Stream()  # warm up on a side stream before capture, as PyTorch advises
+def capture_steps(torch, step, shapes, cursor):
+    """Warms step(rows) up for each shape on a side stream (lazy initialization: cuBLAS, the
+    momentum buffers, the gradients), as PyTorch advises, then captures each as a CUDA graph
+    (capturing runs nothing). Returns {rows: the graph's replay}."""
+    side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
+        for rows in shapes:
+            for _ in range(3):
+                cursor.zero_()
+                step(rows)
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
-    times = []
-    for _ in range(epochs):
-        order = torch.randperm(len(x_train), device=device)
-        synchronize(device)
+    graphs = {}
+    for rows in shapes:
+        graphs[rows] = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graphs[rows]):
+            step(rows)
+    return {rows: graph.replay for rows, graph in graphs.items()}
+
+
+def graph_run(torch, data, device, batch, lr, args):
+    """The whole step as a CUDA graph (and a second one for the last partial batch)."""
+    x_train, y_train, _, _ = data
+    count = len(x_train)
+    full_steps, rest = divmod(count, batch)
+    model = make_model(torch, args.widths, args.seed, device)
+    optimizer, name = make_optimizer(torch, model, lr, args.momentum, fused=True)
+    generator = torch.Generator(device=device)
+    generator.manual_seed(args.seed)
+
+    # The state the graphs read and write, at fixed addresses: the epoch's order, the cursor into
+    # it, the metric sums; and one row-offset vector per step shape.
+    order = torch.arange(count, device=device)  # each epoch's permutation is copied in
+    cursor = torch.zeros((), dtype=torch.long, device=device)
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), dtype=torch.long, device=device)
+    shapes = [rows for rows in (batch if full_steps else 0, rest) if rows]
+    offsets = {rows: torch.arange(rows, device=device) for rows in shapes}
+
+    def step(rows):
+        index = order.index_select(0, cursor + offsets[rows])
+        x, y = x_train.index_select(0, index), y_train.index_select(0, index)
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits, y)
+        optimizer.zero_grad(set_to_none=False)  # in place: the gradients keep their addresses
+        loss.backward()
+        optimizer.step()
+        cursor.add_(rows)
+        if not args.no_train_metrics:
+            loss_sum.add_(loss.detach() * rows)
+            correct.add_((logits.detach().argmax(1) == y).sum())
+
+    saved = [p.detach().clone() for p in model.parameters()]
+    replays = capture_steps(torch, step, shapes, cursor)
+    # Undo the warm-up: the run starts from the initial weights with zero momentum, as eager does
+    # (with v = 0, the first v = m v + g is g, which is PyTorch's first step too).
+    with torch.no_grad():
+        for parameter, value in zip(model.parameters(), saved):
+            parameter.copy_(value)
+        for state in optimizer.state.values():
+            if "momentum_buffer" in state and state["momentum_buffer"] is not None:
+                state["momentum_buffer"].zero_()
+
+    times, train_loss, train_accuracy = [], float("nan"), float("nan")
+    for _ in range(args.epochs):
+        order.copy_(epoch_order(torch, generator, count, device))
+        cursor.zero_()
+        loss_sum.zero_()
+        correct.zero_()
+        synchronize(torch, device)
         start = time.perf_counter()
-        for i in range(steps):
-            index.copy_(order[i * batch:(i + 1) * batch])
-            graph.replay()
-        synchronize(device)
+        for _ in range(full_steps):
+            replays[batch]()
+        if rest:
+            replays[rest]()
+        train_loss, train_accuracy = loss_sum.item() / count, correct.item() / count  # synchronizes
+        synchronize(torch, device)
         times.append(time.perf_counter() - start)
-    return times, test_accuracy(model, x_test, y_test)
+    return times, train_loss, train_accuracy, model, name + " in a CUDA graph"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", default="data/mnist", type=Path)
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    parser.add_argument("--batch", type=int, nargs="+", default=[16, 512])
-    parser.add_argument("--modes", nargs="+", default=["eager", "graph"], choices=["eager", "graph"])
-    parser.add_argument("--threads", type=int, nargs="+", default=[0], help="CPU threads (0: PyTorch's default)")
-    parser.add_argument("--epochs", type=int, default=4, help="epochs per measurement; the first is a warm-up")
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=42)
+    common.add_common_arguments(parser, devices=["cuda", "cpu"], modes=["eager", "graph"])
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
     args = parser.parse_args()
+    common.check_arguments(parser, args)
 
-    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        import torch
+    except ImportError as error:
+        common.absent(PROGRAM, f"PyTorch is not installed ({error})")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        common.absent(PROGRAM, "PyTorch has no CUDA device here")
+    torch.backends.cuda.matmul.allow_tf32 = False  # FP32 throughout, as mlp_train
     torch.backends.cudnn.allow_tf32 = False
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    data = load_mnist(args.data, device)
+
+    x_train, y_train, x_test, y_test = common.load_mnist(args.data)
+    data = [torch.from_numpy(x_train).to(device), torch.from_numpy(y_train).long().to(device),
+            torch.from_numpy(x_test).to(device), torch.from_numpy(y_test).long().to(device)]
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
+
     results = []
-    for threads in args.threads:
-        if threads:
-            torch.set_num_threads(threads)
-        for batch in args.batch:
-            for mode in args.modes:
-                if mode == "graph" and device.type != "cuda":
-                    continue
-                run = graph_epochs if mode == "graph" else eager_epochs
-                times, accuracy = run(data, device, batch, args.lr, args.epochs, args.seed)
-                results.append({"mode": mode, "device": args.device, "batch": batch,
-                                "threads": torch.get_num_threads(), "epoch_s": statistics.median(times[1:]),
-                                "epochs_timed": len(times) - 1, "test_accuracy": accuracy})
-    print(json.dumps({"torch": torch.__version__, "device": name, "results": results}))
+    for batch in args.batch:
+        lr = args.lr if args.lr is not None else common.default_learning_rate(batch)
+        for mode in args.modes:
+            if mode == "graph" and device.type != "cuda":
+                print(f"{PROGRAM}: graph mode needs CUDA; skipped", file=sys.stderr)
+                continue
+            run = graph_run if mode == "graph" else eager_run
+            try:
+                times, loss, accuracy, model, optimizer_name = run(torch, data, device, batch, lr, args)
+            except Exception as error:  # noqa: BLE001: one mode failing (a capture error) is reported, not fatal
+                print(f"{PROGRAM}: {mode} batch {batch} failed: {error!r}", file=sys.stderr)
+                results.append({"mode": mode, "device": args.device, "batch": batch, "error": repr(error)[:500]})
+                continue
+            results.append(common.result_record(
+                mode, args.device, batch, torch.get_num_threads(), lr, times,
+                test_accuracy(torch, model, data[2], data[3]), loss, accuracy, optimizer=optimizer_name))
+            print(f"{PROGRAM}: {mode} batch {batch}: {1e3 * results[-1]['epoch_s']:.2f} ms per epoch, "
+                  f"test accuracy {100 * results[-1]['test_accuracy']:.2f}%", file=sys.stderr)
+            del model
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    common.print_json("torch", torch.__version__, name, results,
+                      tf32=torch.backends.cuda.matmul.allow_tf32)
 
 
 if __name__ == "__main__":

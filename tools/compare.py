@@ -1,0 +1,531 @@
+#!/usr/bin/env python3
+"""Times mlp_train's implementations against its peers, in one run on one machine, and prints the
+Markdown tables that docs/performance.md shows: epoch times, the fastest mlp_train against the
+best peer, test accuracies, and where the project's goals stand.
+
+Contenders (GPU, --device gpu):
+  mlp_train  each GPU implementation: --impl naive, tiled, blas, each with --graph on (the step
+             replayed from a CUDA graph) and --graph off (each kernel queued), and --impl fused
+             (one persistent kernel per epoch; --graph does not apply)
+  PyTorch eager  tools/pytorch_mlp.py --modes eager: the usual loop
+  PyTorch graph  tools/pytorch_mlp.py --modes graph: the whole step captured as a CUDA graph,
+                 fused SGD
+  JAX scan   tools/jax_mlp.py: the whole epoch one jitted lax.scan, matmul precision "highest"
+CPU (--device cpu): --impl naive, tiled, blas at each --threads count, against PyTorch eager
+on the CPU at the same thread count (add jax-scan to --peers for JAX on the CPU).
+
+Every contender trains the same job: 784-256-10 (--hidden), ReLU, softmax cross-entropy, SGD
+with momentum 0.9, mlp_train's default learning rate for the batch (passed to every contender
+as --lr), He-uniform initial weights, MNIST normalized as mlp_train does, FP32, the data set
+resident on the device, batches gathered there in a fresh shuffled order each epoch, the last
+partial batch trained on, the training loss and accuracy summed on the device and read back at
+the end of the epoch.
+
+Epoch time: each contender's own clock around its training pass (mlp_train's per-epoch "time_s";
+the peers measure the same span, see their headers), the median over epochs 2..N (--epochs N,
+default 5): the first epoch (warm-up, graph capture, JIT compilation) is not counted. The ratio
+column is the best peer's time over the fastest mlp_train's: above 1 means mlp_train is faster.
+Test accuracy: after the last epoch.
+
+On the GPU the tool also times whole processes: --wall-runs (3) runs of
+`mlp_train --impl FASTEST --batch 512 --epochs 10` (FASTEST: the fastest variant at batch 512
+in the table), each timed with time.monotonic() around the subprocess (start-up, data loading,
+training, every epoch's test pass, exit); the median is reported with the test accuracy.
+
+A peer that cannot run (PyTorch or JAX not installed, no GPU backend) is reported as absent; one
+that fails or runs past --timeout is reported as such; neither stops the others.
+
+  GPU: tools/compare.py --device gpu --batch 16 64 512 2048 --json compare_gpu.json > compare_gpu.md
+  CPU: tools/compare.py --device cpu --batch 512 --threads 1 16 --epochs 2
+
+Progress goes to stderr, the Markdown to stdout, everything measured to --json. Exit status: 0,
+or 1 when a contender or a whole-process run failed or timed out (after printing everything);
+absent peers are not failures.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import peer_common  # noqa: E402  (default_learning_rate; needs no NumPy)
+
+PROGRAM = "compare.py"
+GOAL_RATIO = 2.0                                 # fastest mlp_train vs best peer, per batch
+GOAL_BATCHES = (16, 64, 512, 2048)
+MOONSHOTS = ((512, 2e-3), (16, 40e-3))           # (batch, epoch time in seconds)
+WALL_GOAL_S, WALL_GOAL_ACCURACY = 0.3, 0.978     # 10 epochs at batch 512 (the defaults), whole process
+
+# peer key -> (column label, script, mode inside the script)
+PEERS = {
+    "torch-eager": ("PyTorch eager", "pytorch_mlp.py", "eager"),
+    "torch-graph": ("PyTorch graph", "pytorch_mlp.py", "graph"),
+    "jax-scan": ("JAX scan", "jax_mlp.py", "scan"),
+}
+FRAMEWORK = {"pytorch_mlp.py": "torch", "jax_mlp.py": "jax"}
+
+
+def log(message):
+    print(f"{PROGRAM}: {message}", file=sys.stderr, flush=True)
+
+
+def log_outcome(where, o):
+    if o["status"] == "ok":
+        log(f"{where}: {o['label']}: {milliseconds(o['epoch_s'])} ms per epoch, "
+            f"test accuracy {100 * o['test_accuracy']:.2f}%")
+    else:
+        log(f"{where}: {o['label']}: {o['status']} {o['note']}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The contenders
+
+def our_contenders(args):
+    """mlp_train's variants: dicts with key, label, impl, graph (None: not passed)."""
+    contenders = []
+    for impl in args.impls:
+        if args.device == "cpu" or impl == "fused":  # --graph: GPU only, and fused ignores it
+            contenders.append({"key": impl, "label": impl, "kind": "mlp_train", "impl": impl, "graph": None})
+            continue
+        for graph in args.graph:
+            key = impl if graph == "on" else f"{impl}-nograph"
+            label = f"{impl} graph" if graph == "on" else f"{impl} no graph"
+            contenders.append({"key": key, "label": label, "kind": "mlp_train", "impl": impl, "graph": graph})
+    return contenders
+
+
+def peer_contenders(args):
+    return [{"key": key, "label": PEERS[key][0], "kind": "peer", "script": PEERS[key][1], "mode": PEERS[key][2]}
+            for key in args.peers]
+
+
+def learning_rate(args, batch):
+    return args.lr if args.lr is not None else peer_common.default_learning_rate(batch)
+
+
+def outcome(contender, batch, threads, status, note="", **figures):
+    """One cell of the tables: status is ok, absent, failed, timeout or skipped."""
+    return {"contender": contender["key"], "label": contender["label"], "kind": contender["kind"],
+            "batch": batch, "threads": threads, "status": status, "note": note, **figures}
+
+
+def last_line(text):
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def run_process(command, timeout):
+    """(CompletedProcess or None on timeout, wall seconds)."""
+    start = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, time.monotonic() - start
+    except OSError as error:  # no such program
+        return subprocess.CompletedProcess(command, 127, "", str(error)), time.monotonic() - start
+    return done, time.monotonic() - start
+
+
+def mlp_train_command(args, impl, batch, epochs, threads, graph, lr):
+    command = [str(args.mlp_train), "--device", args.device, "--impl", impl, "--data", str(args.data),
+               "--batch", str(batch), "--epochs", str(epochs), "--hidden", args.hidden,
+               "--seed", str(args.seed), "--json", "--quiet"]
+    if lr is not None:
+        command += ["--lr", repr(lr)]
+    if graph:
+        command += ["--graph", graph]
+    if threads:
+        command += ["--threads", str(threads)]
+    return command
+
+
+def run_ours(args, contender, batch, threads):
+    if contender["impl"] == "naive" and batch < args.naive_min_batch:
+        return outcome(contender, batch, threads, "skipped", f"naive runs from batch {args.naive_min_batch} on")
+    if contender["impl"] == "fused" and args.device == "cpu":
+        return outcome(contender, batch, threads, "skipped", "--impl fused is GPU only")
+    command = mlp_train_command(args, contender["impl"], batch, args.epochs, threads, contender["graph"],
+                                learning_rate(args, batch))
+    done, wall = run_process(command, args.timeout)
+    if done is None:
+        return outcome(contender, batch, threads, "timeout", f"past {args.timeout} s", command=command)
+    if done.returncode != 0:
+        return outcome(contender, batch, threads, "failed", f"exit {done.returncode}: {last_line(done.stderr)}",
+                       command=command)
+    try:
+        result = json.loads(done.stdout)
+        times = [e["time_s"] for e in result["epochs"]]
+        config = result["config"]
+    except (ValueError, KeyError, TypeError) as error:
+        return outcome(contender, batch, threads, "failed", f"unreadable JSON ({error})", command=command)
+    note = ""
+    if contender["graph"] == "on" and config.get("execution") != "recorded":
+        note = f"asked for --graph on, ran '{config.get('execution')}'"
+    return outcome(contender, batch, threads, "ok", note, epoch_s=statistics.median(times[1:]),
+                   epoch_times_s=times, test_accuracy=result["test_accuracy"],
+                   train_accuracy=result["epochs"][-1].get("train_accuracy"), lr=config.get("lr"),
+                   execution=config.get("execution"), description=config.get("device_description"),
+                   version=result.get("version"), process_wall_s=wall, command=command)
+
+
+def run_peer_script(args, script, contenders, batch, threads, absent_frameworks, runs):
+    """One process of a peer script for the given contenders (its modes) at one batch. Returns
+    outcomes; records the script's JSON (versions, device) in runs."""
+    framework = FRAMEWORK[script]
+    if framework in absent_frameworks:
+        return [outcome(c, batch, threads, "absent", absent_frameworks[framework]) for c in contenders]
+    device = ("cuda" if framework == "torch" else "gpu") if args.device == "gpu" else "cpu"
+    command = [args.python, str(ROOT / "tools" / script), "--data", str(args.data), "--device", device,
+               "--batch", str(batch), "--epochs", str(args.epochs), "--hidden", args.hidden,
+               "--seed", str(args.seed), "--lr", repr(learning_rate(args, batch)),
+               "--modes"] + [c["mode"] for c in contenders]
+    if threads:
+        command += ["--threads", str(threads)]
+    done, wall = run_process(command, args.timeout)
+    if done is None:
+        return [outcome(c, batch, threads, "timeout", f"past {args.timeout} s", command=command) for c in contenders]
+    if done.returncode == peer_common.EXIT_ABSENT:
+        absent_frameworks[framework] = last_line(done.stderr)
+        return [outcome(c, batch, threads, "absent", absent_frameworks[framework]) for c in contenders]
+    if done.returncode != 0:
+        return [outcome(c, batch, threads, "failed", f"exit {done.returncode}: {last_line(done.stderr)}",
+                        command=command) for c in contenders]
+    try:
+        report = json.loads(done.stdout)
+        by_mode = {r["mode"]: r for r in report["results"]}
+    except (ValueError, KeyError, TypeError) as error:
+        return [outcome(c, batch, threads, "failed", f"unreadable JSON ({error})", command=command)
+                for c in contenders]
+    runs.append({key: value for key, value in report.items() if key != "results"})
+    outcomes = []
+    for c in contenders:
+        r = by_mode.get(c["mode"])
+        if r is None:
+            outcomes.append(outcome(c, batch, threads, "skipped", f"{script} did not run mode {c['mode']}"))
+            continue
+        if r.get("error"):
+            outcomes.append(outcome(c, batch, threads, "failed", r["error"], command=command))
+            continue
+        figures = {k: v for k, v in r.items() if k not in ("mode", "batch", "threads", "device")}
+        outcomes.append(outcome(c, batch, threads, "ok", r.get("optimizer", ""), peer_threads=r.get("threads"),
+                                process_wall_s=wall, command=command, **figures))
+    return outcomes
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables
+
+def milliseconds(seconds):
+    ms = 1e3 * seconds
+    return f"{ms:.3f}" if ms < 1 else f"{ms:.2f}" if ms < 1000 else f"{ms:.0f}"
+
+
+def cell(o, figure):
+    if o is None:
+        return ""
+    if o["status"] != "ok":
+        return {"skipped": "–"}.get(o["status"], o["status"])
+    return figure(o)
+
+
+def fastest(outcomes, kind):
+    ok = [o for o in outcomes if o["kind"] == kind and o["status"] == "ok"]
+    return min(ok, key=lambda o: o["epoch_s"]) if ok else None
+
+
+def summarize(rows):
+    """Per (threads, batch): the fastest mlp_train, the best peer and their ratio."""
+    summary = []
+    for (threads, batch), outcomes in rows.items():
+        ours, peer = fastest(outcomes.values(), "mlp_train"), fastest(outcomes.values(), "peer")
+        summary.append({"threads": threads, "batch": batch,
+                        "fastest_mlp_train": ours and {"contender": ours["label"], "epoch_s": ours["epoch_s"],
+                                                       "test_accuracy": ours["test_accuracy"]},
+                        "best_peer": peer and {"contender": peer["label"], "epoch_s": peer["epoch_s"],
+                                               "test_accuracy": peer["test_accuracy"]},
+                        "ratio_peer_over_ours": peer["epoch_s"] / ours["epoch_s"] if ours and peer else None})
+    return summary
+
+
+def markdown_tables(args, contenders, rows, summary):
+    lines = []
+    lead = ["threads", "batch"] if args.device == "cpu" else ["batch"]
+
+    def row_lead(threads, batch):
+        return [str(threads or "default"), str(batch)] if args.device == "cpu" else [str(batch)]
+
+    # epoch times
+    header = lead + [f"{c['label']} (ms)" for c in contenders] + ["fastest mlp_train", "best peer",
+                                                                   "ratio (peer/ours)"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for s, ((threads, batch), outcomes) in zip(summary, rows.items()):
+        cells = [cell(outcomes.get(c["key"]), lambda o: milliseconds(o["epoch_s"])) for c in contenders]
+        ours, peer, ratio = s["fastest_mlp_train"], s["best_peer"], s["ratio_peer_over_ours"]
+        cells += [f"{milliseconds(ours['epoch_s'])} ms ({ours['contender']})" if ours else "–",
+                  f"{milliseconds(peer['epoch_s'])} ms ({peer['contender']})" if peer else "–",
+                  f"{ratio:.2f}×" if ratio else "–"]
+        lines.append("| " + " | ".join(row_lead(threads, batch) + cells) + " |")
+
+    # test accuracy
+    lines += ["", f"Test accuracy after {args.epochs} epochs:", ""]
+    header = lead + [c["label"] for c in contenders]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (threads, batch), outcomes in rows.items():
+        cells = [cell(outcomes.get(c["key"]), lambda o: f"{100 * o['test_accuracy']:.2f}%") for c in contenders]
+        lines.append("| " + " | ".join(row_lead(threads, batch) + cells) + " |")
+    return lines
+
+
+def goals(args, summary, wall):
+    """The goals of issue 8 as rows (goal, measured, status)."""
+    by_batch = {s["batch"]: s for s in summary if not s["threads"]}
+    rows = []
+    for batch in GOAL_BATCHES:
+        s = by_batch.get(batch)
+        goal = f"batch {batch}: fastest mlp_train ≥ {GOAL_RATIO:g}× faster than the best peer"
+        if not s or not s["ratio_peer_over_ours"]:
+            why = ("not measured" if not s else "no mlp_train variant ran" if not s["fastest_mlp_train"]
+                   else "no peer ran")
+            rows.append({"goal": goal, "measured": why, "status": "–"})
+            continue
+        ours, peer, ratio = s["fastest_mlp_train"], s["best_peer"], s["ratio_peer_over_ours"]
+        rows.append({"goal": goal, "value": ratio, "status": "met" if ratio >= GOAL_RATIO else "not yet",
+                     "measured": f"{ratio:.2f}× ({ours['contender']} {milliseconds(ours['epoch_s'])} ms, "
+                                 f"{peer['contender']} {milliseconds(peer['epoch_s'])} ms)"})
+    for batch, limit in MOONSHOTS:
+        s = by_batch.get(batch)
+        goal = f"moonshot: batch {batch} epoch under {1e3 * limit:g} ms"
+        ours = s and s["fastest_mlp_train"]
+        if not ours:
+            rows.append({"goal": goal, "measured": "not measured", "status": "–"})
+            continue
+        rows.append({"goal": goal, "value": ours["epoch_s"], "status": "met" if ours["epoch_s"] < limit else "not yet",
+                     "measured": f"{milliseconds(ours['epoch_s'])} ms ({ours['contender']})"})
+    goal = (f"{args.wall_epochs} epochs at batch {args.wall_batch}: whole process under {WALL_GOAL_S:g} s, "
+            f"test accuracy ≥ {100 * WALL_GOAL_ACCURACY:.1f}%")
+    if wall and wall.get("median_s") is not None:
+        met = wall["median_s"] < WALL_GOAL_S and wall["min_test_accuracy"] >= WALL_GOAL_ACCURACY
+        rows.append({"goal": goal, "value": wall["median_s"], "status": "met" if met else "not yet",
+                     "measured": f"{wall['median_s']:.3f} s, {100 * wall['min_test_accuracy']:.2f}% "
+                                 f"({wall['variant']})"})
+    else:
+        rows.append({"goal": goal, "measured": (wall or {}).get("note", "not measured"), "status": "–"})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# The whole-process check
+
+def wall_check(args, contenders, rows):
+    """Times whole mlp_train processes (10 epochs at batch 512 by default) with the fastest
+    variant at that batch (or --wall-impl). Returns a dict for the JSON and the goals."""
+    by_key = {c["key"]: c for c in contenders}
+    if args.wall_impl:
+        impl, _, graph = args.wall_impl.partition(":")
+        variant = {"impl": impl, "graph": graph or None, "label": args.wall_impl}
+    else:
+        best = fastest(rows.get((0, args.wall_batch), {}).values(), "mlp_train")
+        if not best:
+            return {"note": f"no mlp_train variant measured at batch {args.wall_batch}"}
+        c = by_key[best["contender"]]
+        variant = {"impl": c["impl"], "graph": c["graph"] if c["graph"] == "off" else None, "label": c["label"]}
+    # mlp_train's defaults (learning rate included), as a user would run it
+    command = mlp_train_command(args, variant["impl"], args.wall_batch, args.wall_epochs, 0, variant["graph"], None)
+    walls, accuracies, notes = [], [], []
+    for run in range(args.wall_runs):
+        done, wall = run_process(command, args.timeout)
+        if done is None or done.returncode != 0:
+            notes.append("timeout" if done is None else f"exit {done.returncode}: {last_line(done.stderr)}")
+            continue
+        try:
+            accuracies.append(json.loads(done.stdout)["test_accuracy"])
+        except (ValueError, KeyError):
+            notes.append("unreadable JSON")
+            continue
+        walls.append(wall)
+        log(f"wall check {run + 1}/{args.wall_runs}: {wall:.3f} s, test accuracy {100 * accuracies[-1]:.2f}%")
+    if not walls:
+        return {"variant": variant["label"], "command": command, "note": "; ".join(notes) or "no run",
+                "failures": notes}
+    return {"variant": variant["label"], "command": command, "walls_s": walls, "median_s": statistics.median(walls),
+            "test_accuracies": accuracies, "min_test_accuracy": min(accuracies), "failures": notes}
+
+
+def wall_line(wall):
+    """The whole-process runs in a sentence."""
+    command = " ".join([Path(wall["command"][0]).name] + wall["command"][1:])
+    runs = len(wall["walls_s"])
+    return (f"Whole process: `{command}`, {runs} run{'s' if runs > 1 else ''}: "
+            + ", ".join(f"{w:.3f} s" for w in wall["walls_s"]) + f" (median {wall['median_s']:.3f} s); test accuracy "
+            + ", ".join(f"{100 * a:.2f}%" for a in wall["test_accuracies"]) + ".")
+
+
+# ---------------------------------------------------------------------------------------------
+# Where it ran
+
+def machine_info():
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"hostname": platform.node(), "os": platform.platform(), "cpu": cpu, "cpus": os.cpu_count(),
+            "python": platform.python_version()}
+
+
+def gpu_info():
+    """nvidia-smi's view of GPU 0, or None."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,clocks.max.sm,driver_version",
+                               "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    fields = [f.strip() for f in text.splitlines()[0].split(",")] if text.strip() else []
+    return dict(zip(["name", "memory", "max_sm_clock", "driver"], fields)) if len(fields) == 4 else None
+
+
+def versions(outcomes, runs, absent_frameworks):
+    found = {"mlp_train": next((o.get("version") for o in outcomes if o.get("version")), None)}
+    for framework in ("torch", "jax"):
+        run = next((r for r in runs if r.get("framework") == framework), None)
+        found[framework] = run["version"] if run else ("absent" if framework in absent_frameworks else None)
+        found[f"{framework}_device"] = run["device"] if run else None
+        if run and run.get("jaxlib"):
+            found["jaxlib"] = run["jaxlib"]
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+
+def parse_arguments():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mlp-train", default=ROOT / "build" / "mlp_train", type=Path)
+    parser.add_argument("--data", default=ROOT / "data" / "mnist", type=Path)
+    parser.add_argument("--device", default="gpu", choices=["gpu", "cpu"])
+    parser.add_argument("--batch", type=int, nargs="+", default=[16, 64, 512, 2048])
+    parser.add_argument("--impls", nargs="+", choices=["naive", "tiled", "blas", "fused"],
+                        help="mlp_train implementations (default: naive tiled blas, and fused on the GPU)")
+    parser.add_argument("--graph", nargs="+", default=["on", "off"], choices=["on", "off"],
+                        help="GPU: --graph settings for naive, tiled and blas (default: both)")
+    parser.add_argument("--naive-min-batch", type=int, default=0,
+                        help="run --impl naive only from this batch size on (it is slow at small batches)")
+    parser.add_argument("--peers", nargs="*", choices=list(PEERS),
+                        help="default: torch-eager torch-graph jax-scan on the GPU, torch-eager on the CPU")
+    parser.add_argument("--threads", type=int, nargs="+", default=[], help="CPU thread counts (cpu only)")
+    parser.add_argument("--epochs", type=int, default=5, help="per measurement; epochs 2..N are timed")
+    parser.add_argument("--hidden", default="256", help="hidden widths, as mlp_train's --hidden")
+    parser.add_argument("--lr", type=float, help="one learning rate for all (default: mlp_train's for each batch)")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--python", default=sys.executable, help="the Python that runs the peers")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per process before it counts as hung")
+    parser.add_argument("--wall-runs", type=int, help="whole-process runs for the wall-clock check "
+                        "(default: 3 on the GPU, 0 (none) on the CPU)")
+    parser.add_argument("--wall-batch", type=int, default=512)
+    parser.add_argument("--wall-epochs", type=int, default=10)
+    parser.add_argument("--wall-impl", help="IMPL or IMPL:off for the wall-clock check "
+                        "(default: the fastest variant at --wall-batch)")
+    parser.add_argument("--json", type=Path, help="also write every figure here")
+    args = parser.parse_args()
+    if args.epochs < 2:
+        parser.error("--epochs must be at least 2 (the first is not timed)")
+    if args.impls is None:
+        args.impls = ["naive", "tiled", "blas"] + (["fused"] if args.device == "gpu" else [])
+    if args.peers is None:
+        args.peers = ["torch-eager", "torch-graph", "jax-scan"] if args.device == "gpu" else ["torch-eager"]
+    if args.device == "cpu" and "torch-graph" in args.peers:
+        log("torch-graph needs CUDA: left out on the CPU")
+        args.peers.remove("torch-graph")
+    if args.wall_runs is None:
+        args.wall_runs = 3 if args.device == "gpu" else 0
+    if args.device != "cpu":
+        args.threads = []
+    return args
+
+
+def main():
+    args = parse_arguments()
+    if not os.access(args.mlp_train, os.X_OK):
+        sys.exit(f"{PROGRAM}: {args.mlp_train}: no mlp_train there (build it, or give --mlp-train)")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    ours, peers = our_contenders(args), peer_contenders(args)
+    contenders = ours + peers
+    rows = {}  # (threads, batch) -> {contender key: outcome}
+    runs, absent_frameworks = [], {}
+
+    for threads in args.threads or [0]:
+        for batch in args.batch:
+            row = rows.setdefault((threads, batch), {})
+            where = f"batch {batch}" + (f", {threads} threads" if threads else "")
+            for contender in ours:
+                o = run_ours(args, contender, batch, threads)
+                row[contender["key"]] = o
+                log_outcome(where, o)
+            for script in dict.fromkeys(p["script"] for p in peers):  # one process per script and batch
+                group = [p for p in peers if p["script"] == script]
+                for o in run_peer_script(args, script, group, batch, threads, absent_frameworks, runs):
+                    row[o["contender"]] = o
+                    log_outcome(where, o)
+
+    summary = summarize(rows)
+    wall = wall_check(args, ours, rows) if args.wall_runs > 0 else None
+    outcomes = [o for row in rows.values() for o in row.values()]
+    found = versions(outcomes, runs, absent_frameworks)
+    machine, gpu = machine_info(), gpu_info() if args.device == "gpu" else None
+    description = next((o.get("description") for o in outcomes if o.get("description")), "")
+
+    # The Markdown: where, the tables, the goals, then notes on whatever did not run as asked
+    where = (gpu or {}).get("name") or found.get("torch_device") or description.split(",")[0] or "?"
+    lines = [f"{'GPU: ' + where if args.device == 'gpu' else 'CPU: ' + machine['cpu']}; "
+             f"host {machine['hostname']} ({machine['cpus']} CPUs); mlp_train {found['mlp_train'] or '?'}; "
+             f"PyTorch {found['torch'] or 'not run'}; JAX {found['jax'] or 'not run'}; "
+             f"{started:%Y-%m-%d %H:%M} UTC.",
+             ("Epoch times: epoch 2 (the first is a warm-up)" if args.epochs == 2 else
+              f"Epoch times: medians of epochs 2–{args.epochs} (the first is a warm-up)") + "; learning rate "
+             + (f"{args.lr:g}" if args.lr is not None else "mlp_train's default for each batch: " +
+                ", ".join(f"{learning_rate(args, b):.4g} at {b}" for b in args.batch)) + ".", ""]
+    lines += markdown_tables(args, contenders, rows, summary)
+    goal_rows = []
+    if args.device == "gpu":
+        goal_rows = goals(args, summary, wall)
+        lines += ["", "| goal | measured | status |", "|---|---|---|"]
+        lines += [f"| {g['goal']} | {g['measured']} | {g['status']} |" for g in goal_rows]
+    if wall and wall.get("walls_s"):
+        lines += ["", wall_line(wall)]
+    notes = sorted({f"{o['label']}: {o['status']}: {o['note']}" for o in outcomes
+                    if o["status"] not in ("ok",) and o["note"]} |
+                   {f"{o['label']}, batch {o['batch']}: {o['note']}" for o in outcomes
+                    if o["status"] == "ok" and o["kind"] == "mlp_train" and o["note"]})
+    if notes:
+        lines += [""] + [f"- {n}" for n in notes]
+    markdown = "\n".join(lines)
+    print(markdown)
+
+    if args.json:
+        args.json.write_text(json.dumps({
+            "tool": "tools/compare.py", "command": sys.argv, "date": started.isoformat(), "device": args.device,
+            "machine": machine, "gpu": gpu, "versions": found, "peer_runs": runs,
+            "settings": {"epochs": args.epochs, "batches": args.batch, "threads": args.threads, "hidden": args.hidden,
+                         "seed": args.seed, "lr": {b: learning_rate(args, b) for b in args.batch},
+                         "naive_min_batch": args.naive_min_batch},
+            "contenders": contenders, "results": outcomes, "summary": summary, "goals": goal_rows,
+            "wall_check": wall, "markdown": markdown}, indent=1) + "\n")
+    failures = [o for o in outcomes if o["status"] in ("failed", "timeout")]
+    if failures or (wall and wall.get("failures")):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""mlp_train's training job in JAX, the whole epoch one jitted lax.scan: one of the peers that
+tools/compare.py puts next to mlp_train's implementations.
+
+The job is tools/pytorch_mlp.py's: an MLP 784-256-10 (--hidden as mlp_train's), ReLU, softmax
+cross-entropy (mean over the batch), SGD with momentum 0.9 in PyTorch's convention (v = m v + g;
+p -= lr v, which is mlp_train's), mlp_train's default learning rate for the batch unless --lr,
+mlp_train's initialization scheme (He-uniform weights, zero biases; tools/peer_common.py; the
+same seed gives the same weights as pytorch_mlp.py), MNIST normalized as mlp_train does, FP32:
+jax_default_matmul_precision is "highest" (no TF32 on the GPU).
+
+Mode "scan": the data set is resident on the device. Each epoch's order is a permutation drawn
+on the device (jax.random.permutation of a key folded with the epoch) before the clock starts,
+as mlp_train uploads its order before its clock starts. One jitted function trains the epoch:
+a lax.scan over the full batches (each step gathers its rows by the order, on the device), then
+one more step on the last partial batch (its shape is known when tracing, so it is part of the
+same compiled program), as mlp_train does; the training loss and accuracy are summed in the
+scan's carry and read back at the end, as mlp_train does (--no-train-metrics leaves them out).
+The parameters and momentum are donated to the call on GPUs (updated in place). --unroll N puts
+N steps in each iteration of the compiled loop (lax.scan's unroll; default 1).
+
+Timing: an epoch runs from the call to the read-back of its loss and accuracy, after
+block_until_ready on everything it returns; the first epoch includes the compilation and is not
+counted; the figure is the median of the others. Test accuracy is measured once, at the end.
+
+Prints one JSON object on stdout, as pytorch_mlp.py does (tools/peer_common.py print_json):
+  {"framework": "jax", "version", "jax", "jaxlib", "device", "backend", "matmul_precision",
+   "results": [{"mode": "scan", "device", "batch", "threads", "lr", "epoch_s", "epoch_times_s",
+   "epochs_timed", "test_accuracy", "train_loss", "train_accuracy", "compile_epoch_s"}...]}
+A result for a batch that fails is {"mode", "device", "batch", "error"}; the others still run.
+Exits 3 (after a line on stderr) when JAX, or a GPU backend for --device gpu, is not there.
+
+Example: tools/jax_mlp.py --device gpu --batch 16 512 --epochs 5
+"""
+import argparse
+import os
+import sys
+import time
+
+import peer_common as common
+
+PROGRAM = "jax_mlp.py"
+
+
+def build_epoch(jax, batch, count, lr, momentum, metrics, donate, unroll=1):
+    """The jitted epoch: (params, velocity, order, x, y) -> (params, velocity, loss_sum, correct).
+
+    params and velocity are lists of (W, b); order is the epoch's permutation of the rows; x and
+    y the whole training set, on the device (arguments, not closure constants, so they are not
+    baked into the program)."""
+    jnp, lax = jax.numpy, jax.lax
+    full_steps, rest = divmod(count, batch)
+
+    def forward(params, x):
+        for weights, bias in params[:-1]:
+            x = jax.nn.relu(x @ weights + bias)
+        weights, bias = params[-1]
+        return x @ weights + bias
+
+    def loss_fn(params, x, y):
+        logits = forward(params, x)
+        log_probabilities = jax.nn.log_softmax(logits)
+        loss = -jnp.mean(jnp.take_along_axis(log_probabilities, y[:, None], axis=1))
+        return loss, logits
+
+    gradient = jax.value_and_grad(loss_fn, has_aux=True)
+
+    def step(carry, index, x_all, y_all):
+        params, velocity, loss_sum, correct = carry
+        x, y = x_all[index], y_all[index]  # the gather, on the device
+        (loss, logits), grads = gradient(params, x, y)
+        velocity = jax.tree_util.tree_map(lambda v, g: momentum * v + g, velocity, grads)
+        params = jax.tree_util.tree_map(lambda p, v: p - lr * v, params, velocity)
+        if metrics:
+            loss_sum = loss_sum + loss * index.shape[0]
+            correct = correct + jnp.sum(jnp.argmax(logits, axis=1) == y).astype(jnp.int32)
+        return params, velocity, loss_sum, correct
+
+    def epoch(params, velocity, order, x_all, y_all):
+        carry = (params, velocity, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+        if full_steps:
+            steps = order[:full_steps * batch].reshape(full_steps, batch)
+            carry, _ = lax.scan(lambda c, index: (step(c, index, x_all, y_all), None), carry, steps,
+                                unroll=unroll)
+        if rest:
+            carry = step(carry, order[full_steps * batch:], x_all, y_all)
+        return carry
+
+    return jax.jit(epoch, donate_argnums=(0, 1) if donate else ()), jax.jit(forward)
+
+
+def block_until_ready(jax, tree):
+    """Waits for every array in tree (jax.block_until_ready, where this JAX lacks it)."""
+    for leaf in jax.tree_util.tree_leaves(tree):
+        leaf.block_until_ready()
+
+
+def scan_run(jax, data, device, batch, lr, args):
+    """Returns (epoch times, train loss, train accuracy, test accuracy)."""
+    jnp = jax.numpy
+    x_train, y_train, x_test, y_test = data
+    count = x_train.shape[0]
+    epoch, forward = build_epoch(jax, batch, count, lr, args.momentum, not args.no_train_metrics,
+                                 donate=device.platform != "cpu", unroll=args.unroll)
+    params = [(jax.device_put(w, device), jax.device_put(b, device))
+              for w, b in common.init_parameters(args.widths, args.seed)]
+    velocity = jax.tree_util.tree_map(jnp.zeros_like, params)
+    key = jax.random.PRNGKey(args.seed)
+    times, train_loss, train_accuracy = [], float("nan"), float("nan")
+    for number in range(args.epochs):
+        order = jax.random.permutation(jax.random.fold_in(key, number), count).astype(jnp.int32)
+        order = jax.device_put(order, device).block_until_ready()
+        start = time.perf_counter()
+        params, velocity, loss_sum, correct = epoch(params, velocity, order, x_train, y_train)
+        block_until_ready(jax, (params, velocity, loss_sum, correct))
+        train_loss, train_accuracy = float(loss_sum) / count, int(correct) / count
+        times.append(time.perf_counter() - start)
+    logits = forward(params, x_test)
+    test_accuracy = float(jnp.mean(jnp.argmax(logits, axis=1) == y_test))
+    return times, train_loss, train_accuracy, test_accuracy
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common_arguments(parser, devices=["gpu", "cuda", "cpu"], modes=["scan"])
+    parser.add_argument("--threads", type=int, default=0,
+                        help="CPU: 1 makes XLA's CPU backend single-threaded; 0 (default) leaves it alone")
+    parser.add_argument("--unroll", type=int, default=1, help="lax.scan's unroll: steps per loop iteration")
+    args = parser.parse_args()
+    common.check_arguments(parser, args)
+    platform = "cpu" if args.device == "cpu" else "gpu"
+
+    # Before JAX is imported: the platform, and XLA's CPU threads where asked for.
+    if platform == "cpu":
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        if args.threads == 1:
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                       " --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1").strip()
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError as error:
+        common.absent(PROGRAM, f"JAX is not installed ({error})")
+    jax.config.update("jax_default_matmul_precision", "highest")  # FP32 products, no TF32
+    device, problems = None, []
+    for backend in ("cuda", "gpu") if platform == "gpu" else ("cpu",):  # "gpu" is the older name
+        try:
+            device = jax.devices(backend)[0]
+            break
+        except Exception as error:  # noqa: BLE001: RuntimeError mostly; any means no such backend
+            problems.append(str(error).splitlines()[0] if str(error) else repr(error))
+    if device is None:
+        common.absent(PROGRAM, f"JAX has no {platform} backend here ({'; '.join(problems)})")
+
+    x_train, y_train, x_test, y_test = common.load_mnist(args.data)
+    data = [jax.device_put(jnp.asarray(a), device) for a in (x_train, y_train, x_test, y_test)]
+    name = device.device_kind if platform == "gpu" else "cpu"
+
+    results = []
+    for batch in args.batch:
+        lr = args.lr if args.lr is not None else common.default_learning_rate(batch)
+        try:
+            times, loss, accuracy, test = scan_run(jax, data, device, batch, lr, args)
+        except Exception as error:  # noqa: BLE001: reported per batch, not fatal
+            print(f"{PROGRAM}: scan batch {batch} failed: {error!r}", file=sys.stderr)
+            results.append({"mode": "scan", "device": args.device, "batch": batch, "error": repr(error)[:500]})
+            continue
+        results.append(common.result_record("scan", args.device, batch, args.threads, lr, times, test, loss,
+                                            accuracy, compile_epoch_s=times[0], unroll=args.unroll))
+        print(f"{PROGRAM}: scan batch {batch}: {1e3 * results[-1]['epoch_s']:.2f} ms per epoch, "
+              f"test accuracy {100 * test:.2f}%", file=sys.stderr)
+    try:
+        import jaxlib
+        jaxlib_version = jaxlib.__version__
+    except (ImportError, AttributeError):
+        jaxlib_version = None
+    common.print_json("jax", jax.__version__, name, results, jaxlib=jaxlib_version, backend=device.platform,
+                      matmul_precision="highest")
+
+
+if __name__ == "__main__":
+    main()

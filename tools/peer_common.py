@@ -1,0 +1,150 @@
+"""What the peer programs (tools/pytorch_mlp.py, tools/jax_mlp.py) share, so that they train
+exactly mlp_train's job: the MNIST IDX reader, mlp_train's normalization, its default learning
+rate, its weight initialization scheme, the command-line options and the JSON they print.
+
+Imported by the peer scripts (they run from tools/, so it is on their path) and by
+tools/compare.py (default_learning_rate only; that needs no NumPy). NumPy is imported lazily:
+compare.py runs without it.
+"""
+import gzip
+import json
+import math
+import sys
+from pathlib import Path
+
+# A peer script that cannot run here because its framework (or its GPU backend) is missing exits
+# with this status, after one line on stderr; tools/compare.py reports it as absent, not failed.
+EXIT_ABSENT = 3
+
+
+def absent(program, why):
+    """Exit with EXIT_ABSENT: the framework this peer needs is not here."""
+    print(f"{program}: absent: {why}", file=sys.stderr)
+    sys.exit(EXIT_ABSENT)
+
+
+def default_learning_rate(batch):
+    """mlp_train's default SGD rate (src/cli.c default_learning_rate): 0.02 at batch 64, scaled
+    linearly above 64 and by the square root below, at most 0.2; rounded to float as it does."""
+    ratio = batch / 64.0
+    scale = ratio if ratio >= 1.0 else math.sqrt(ratio)
+    return float_round(min(0.02 * scale, 0.2))
+
+
+def float_round(x):
+    """x rounded to the nearest IEEE single, as C's (float) cast does, printed shortest."""
+    import struct
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def parse_hidden(text):
+    """--hidden as mlp_train takes it: '256', '512,256', or 'none' for no hidden layer."""
+    if text == "none":
+        return []
+    widths = [int(w) for w in text.split(",")]
+    if any(w < 1 for w in widths):
+        raise ValueError(f"--hidden: bad width in '{text}'")
+    return widths
+
+
+def read_idx(path):
+    """An IDX file (raw or .gz) as a NumPy uint8 array of its shape."""
+    import numpy as np
+    with gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise SystemExit(f"{path}: not an IDX file of unsigned bytes")
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def find(directory, name):
+    for candidate in (directory / name, directory / (name + ".gz")):
+        if candidate.exists():
+            return candidate
+    raise SystemExit(f"{directory}: no {name}[.gz]")
+
+
+def load_mnist(directory):
+    """(x_train, y_train, x_test, y_test) as NumPy arrays: images float32 [n, 784], labels int32.
+
+    Normalized as mlp_train does (src/dataset.c dataset_normalization): x = pixel * scale + shift
+    in single precision, with scale = 1 / (255 std) and shift = -mean / std, mean and std (the
+    population one) of pixel/255 over every pixel of the training set."""
+    import numpy as np
+    directory = Path(directory)
+    train_pixels = read_idx(find(directory, "train-images-idx3-ubyte"))
+    test_pixels = read_idx(find(directory, "t10k-images-idx3-ubyte"))
+    histogram = np.bincount(train_pixels.ravel(), minlength=256).astype(np.float64)
+    values = np.arange(256, dtype=np.float64)
+    count = histogram.sum()
+    pixel_mean = (histogram * values).sum() / count
+    std = math.sqrt((histogram * (values - pixel_mean) ** 2).sum() / count) / 255.0
+    std = std if std > 0 else 1.0
+    scale, shift = np.float32(1.0 / (255.0 * std)), np.float32(-(pixel_mean / 255.0) / std)
+
+    def images(pixels):
+        return pixels.reshape(len(pixels), -1).astype(np.float32) * scale + shift
+
+    def labels(name):
+        return read_idx(find(directory, name)).astype(np.int32)
+
+    return (images(train_pixels), labels("train-labels-idx1-ubyte"),
+            images(test_pixels), labels("t10k-labels-idx1-ubyte"))
+
+
+def init_parameters(widths, seed):
+    """[(W [fan_in, fan_out], b [fan_out]), ...] as float32 NumPy arrays, drawn as mlp_train
+    draws them (src/model.c mlp_init_parameters): He-uniform weights, U(-sqrt(6/fan_in),
+    +sqrt(6/fan_in)), zero biases. Same distribution, not the same numbers (a different
+    generator); the same seed gives the PyTorch and JAX programs the same weights."""
+    import numpy as np
+    generator = np.random.default_rng(seed)
+    parameters = []
+    for fan_in, fan_out in zip(widths[:-1], widths[1:]):
+        bound = math.sqrt(6.0 / fan_in)
+        weights = generator.uniform(-bound, bound, size=(fan_in, fan_out)).astype(np.float32)
+        parameters.append((weights, np.zeros(fan_out, dtype=np.float32)))
+    return parameters
+
+
+def add_common_arguments(parser, devices, modes):
+    """The options both peer programs take, with the same names as mlp_train's."""
+    parser.add_argument("--data", default="data/mnist", type=Path, help="directory of the four IDX files")
+    parser.add_argument("--device", default=devices[0], choices=devices)
+    parser.add_argument("--batch", type=int, nargs="+", default=[64], help="one or more batch sizes")
+    parser.add_argument("--modes", nargs="+", default=modes, choices=modes)
+    parser.add_argument("--hidden", default="256", help="hidden widths, as mlp_train: 256, 512,256 or none")
+    parser.add_argument("--epochs", type=int, default=5,
+                        help="epochs per measurement; the first (warm-up, compilation) is not timed")
+    parser.add_argument("--lr", type=float, help="learning rate (default: mlp_train's for the batch)")
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--no-train-metrics", action="store_true",
+                        help="do not sum the training loss and accuracy on the device (mlp_train does)")
+
+
+def check_arguments(parser, args):
+    if args.epochs < 2:
+        parser.error("--epochs must be at least 2 (the first is not timed)")
+    if any(b < 1 for b in args.batch):
+        parser.error("--batch must be positive")
+    try:
+        args.widths = [784] + parse_hidden(args.hidden) + [10]
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def result_record(mode, device, batch, threads, lr, times, test_accuracy, train_loss, train_accuracy, **extra):
+    """One measurement as the peers print it: epoch_s is the median over the epochs after the first."""
+    import statistics
+    return {"mode": mode, "device": device, "batch": batch, "threads": threads, "lr": lr,
+            "epoch_s": statistics.median(times[1:]), "epoch_times_s": times, "epochs_timed": len(times) - 1,
+            "test_accuracy": test_accuracy, "train_loss": train_loss, "train_accuracy": train_accuracy, **extra}
+
+
+def print_json(framework, version, device_name, results, **extra):
+    """The one JSON object a peer prints on stdout."""
+    print(json.dumps({"framework": framework, "version": version, framework: version, "device": device_name,
+                      **extra, "results": results}))
