@@ -40,6 +40,7 @@
 
 #include "../cuda_check.h"
 #include "fused_mlp.h"
+#include "warp_reduce.cuh"
 
 namespace cg = cooperative_groups;
 
@@ -47,28 +48,10 @@ namespace {
 
 constexpr int WARPS = FUSED_THREADS / 32;
 constexpr int ROW_CHUNK = 256; /* rows of dlogits and dh held in shared memory at a time */
-constexpr unsigned FULL_MASK = 0xffffffffu;
 constexpr int SEVERAL_ROWS_FROM_BATCH = 64;
 
 __device__ __forceinline__ float pixel(uint32_t four_pixels, int k) {
     return __uint_as_float(__byte_perm(four_pixels, 0x4B000000u, 0x7540 + k)) - 8388608.0f;
-}
-
-__device__ __forceinline__ float warp_sum(float value) {
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(FULL_MASK, value, offset);
-    return value;
-}
-
-/* (value, index) to the warp's maximum value; the smallest index among ties. */
-__device__ __forceinline__ void warp_argmax(float &value, int &index) {
-    for (int offset = 16; offset > 0; offset /= 2) {
-        float other_value = __shfl_xor_sync(FULL_MASK, value, offset);
-        int other_index = __shfl_xor_sync(FULL_MASK, index, offset);
-        if (other_value > value || (other_value == value && other_index < index)) {
-            value = other_value;
-            index = other_index;
-        }
-    }
 }
 
 /* Rows a warp runs at once in the forward; pixels a thread reads per row in the backward (its
@@ -279,7 +262,7 @@ __device__ void softmax(const fused_mlp_args &a, int first, int rows) {
         float log_sum = logf(warp_sum(e));
         int sample = __ldg(a.order + first + r);
         int label = __ldg(a.labels + sample);
-        float label_logit = __shfl_sync(FULL_MASK, my_logit, label);
+        float label_logit = __shfl_sync(WARP_FULL_MASK, my_logit, label);
         if (lane == 0) {
             a.row_loss[first + r] = log_sum - (label_logit - max);
             a.row_correct[first + r] = best == label ? 1.0f : 0.0f;

@@ -17,28 +17,11 @@
 
 #include "../cuda_check.h"
 #include "gpu_kernels.h"
+#include "warp_reduce.cuh"
 
 namespace {
 
 constexpr unsigned WARPS_PER_BLOCK = 8;
-constexpr unsigned FULL_MASK = 0xffffffffu;
-
-/* Reduces (value, index) to the warp's maximum value, the smallest index among ties. */
-__device__ __forceinline__ void warp_argmax(float &value, int &index) {
-    for (int offset = 16; offset > 0; offset /= 2) {
-        float other_value = __shfl_xor_sync(FULL_MASK, value, offset);
-        int other_index = __shfl_xor_sync(FULL_MASK, index, offset);
-        if (other_value > value || (other_value == value && other_index < index)) {
-            value = other_value;
-            index = other_index;
-        }
-    }
-}
-
-__device__ __forceinline__ float warp_sum(float value) {
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(FULL_MASK, value, offset);
-    return value;
-}
 
 struct softmax_args {
     const float *logits;   /* rows×classes */
