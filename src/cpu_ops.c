@@ -1,10 +1,18 @@
-/* CPU operations other than GEMM; see cpu_ops.h. */
+/* CPU operations other than GEMM; see cpu_ops.h. Each is one pass over its data, and each
+ * opens one OpenMP parallel region when its work pays for waking the threads (a few µs). */
 #include "cpu_ops.h"
 
 #include <math.h>
 
-/* Below this many elements a parallel region costs more than it saves. */
+/* Below this many elements of a memory-bound loop a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
+
+/* The same for the softmax, whose elements cost two exponentials or so each. */
+#define SOFTMAX_PARALLEL_MIN_ELEMENTS 2048
+
+/* Columns summed by one thread in cpu_column_sums: one cache line of floats, so that no two
+ * threads write the same line of the sums. */
+enum { COLUMN_BLOCK = 16 };
 
 void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ldz, bool relu) {
 #pragma omp parallel for if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
@@ -48,7 +56,7 @@ static void softmax_cross_entropy_row(const float *logits, int label, int classe
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
                                float grad_scale, float *grad, float *row_loss, float *row_correct,
                                int32_t *prediction) {
-#pragma omp parallel for if ((long)rows * classes >= PARALLEL_MIN_ELEMENTS)
+#pragma omp parallel for if ((long)rows * classes >= SOFTMAX_PARALLEL_MIN_ELEMENTS)
     for (int r = 0; r < rows; r++) {
         size_t offset = (size_t)r * classes;
         softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale,
@@ -57,11 +65,20 @@ void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int r
     }
 }
 
+/* Threads take blocks of COLUMN_BLOCK columns; each sums its columns row after row, in the
+ * same order as one thread would. */
 void cpu_column_sums(const float *matrix, int rows, int cols, float *sums) {
-    for (int c = 0; c < cols; c++) sums[c] = 0.0f;
-    for (int r = 0; r < rows; r++) {
-        const float *row = matrix + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) sums[c] += row[c];
+    int blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
+#pragma omp parallel for schedule(static) if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
+    for (int block = 0; block < blocks; block++) {
+        int first = block * COLUMN_BLOCK;
+        int width = cols - first < COLUMN_BLOCK ? cols - first : COLUMN_BLOCK;
+        float block_sums[COLUMN_BLOCK] = {0.0f};
+        for (int r = 0; r < rows; r++) {
+            const float *row = matrix + (size_t)r * cols + first;
+            for (int c = 0; c < width; c++) block_sums[c] += row[c];
+        }
+        for (int c = 0; c < width; c++) sums[first + c] = block_sums[c];
     }
 }
 
@@ -71,8 +88,8 @@ float cpu_sum(const float *x, size_t n) {
     return (float)total;
 }
 
-void cpu_sgd_momentum_step(float *param, float *velocity, const float *grad, size_t n, float lr,
-                           float momentum) {
+void cpu_sgd_momentum_step(float *restrict param, float *restrict velocity,
+                           const float *restrict grad, size_t n, float lr, float momentum) {
 #pragma omp parallel for if (n >= PARALLEL_MIN_ELEMENTS)
     for (size_t i = 0; i < n; i++) {
         velocity[i] = momentum * velocity[i] + grad[i];
@@ -80,8 +97,9 @@ void cpu_sgd_momentum_step(float *param, float *velocity, const float *grad, siz
     }
 }
 
-void cpu_adam_step(float *param, float *m, float *v, const float *grad, size_t n, float lr,
-                   float beta1, float beta2, float eps, int step) {
+void cpu_adam_step(float *restrict param, float *restrict m, float *restrict v,
+                   const float *restrict grad, size_t n, float lr, float beta1, float beta2,
+                   float eps, int step) {
     float m_correction = (float)(1.0 / (1.0 - pow(beta1, step)));
     float v_correction = (float)(1.0 / (1.0 - pow(beta2, step)));
 #pragma omp parallel for if (n >= PARALLEL_MIN_ELEMENTS)
