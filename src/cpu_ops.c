@@ -3,6 +3,7 @@
 #include "cpu_ops.h"
 
 #include <math.h>
+#include <omp.h>
 
 /* Below this many elements of a memory-bound loop a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
@@ -10,9 +11,13 @@
 /* The same for the softmax, whose elements cost two exponentials or so each. */
 #define SOFTMAX_PARALLEL_MIN_ELEMENTS 2048
 
-/* Columns summed by one thread in cpu_column_sums: one cache line of floats, so that no two
- * threads write the same line of the sums. */
+/* Columns are shared out among threads in cpu_column_sums by blocks of one cache line of
+ * floats, so that no two threads write the same line of the sums. */
 enum { COLUMN_BLOCK = 16 };
+
+/* How many rows ahead cpu_gather_normalize asks for the source row: rows are picked at random
+ * from the data set, so the hardware prefetcher cannot guess them, and each is a DRAM miss. */
+enum { GATHER_PREFETCH_ROWS = 8 };
 
 void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ldz, bool relu) {
 #pragma omp parallel for if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
@@ -40,14 +45,17 @@ static void softmax_cross_entropy_row(const float *logits, int label, int classe
         if (logits[c] > logits[best]) best = c;
     float max = logits[best];
     float sum = 0.0f;
-    for (int c = 0; c < classes; c++) sum += expf(logits[c] - max);
-    float log_sum = logf(sum);
-    *loss = log_sum - (logits[label] - max);
+    for (int c = 0; c < classes; c++) {
+        float e = expf(logits[c] - max);
+        if (grad) grad[c] = e; /* kept for the gradient: one exponential per class */
+        sum += e;
+    }
+    *loss = logf(sum) - (logits[label] - max);
     *correct = (best == label) ? 1.0f : 0.0f;
     if (prediction) *prediction = best;
     if (grad) {
         for (int c = 0; c < classes; c++) {
-            float probability = expf(logits[c] - max - log_sum);
+            float probability = grad[c] / sum;
             grad[c] = grad_scale * (probability - (c == label ? 1.0f : 0.0f));
         }
     }
@@ -65,20 +73,26 @@ void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int r
     }
 }
 
-/* Threads take blocks of COLUMN_BLOCK columns; each sums its columns row after row, in the
- * same order as one thread would. */
+/* sums[first..end) = column sums of those columns, row after row. */
+static void sum_columns(const float *restrict matrix, int rows, int cols, int first, int end,
+                        float *restrict sums) {
+    for (int c = first; c < end; c++) sums[c] = 0.0f;
+    for (int r = 0; r < rows; r++) {
+        const float *row = matrix + (size_t)r * cols;
+        for (int c = first; c < end; c++) sums[c] += row[c];
+    }
+}
+
+/* Each thread sums a contiguous run of whole column blocks, row after row: every column is
+ * summed in the same order whatever the thread count. */
 void cpu_column_sums(const float *matrix, int rows, int cols, float *sums) {
     int blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
-#pragma omp parallel for schedule(static) if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
-    for (int block = 0; block < blocks; block++) {
-        int first = block * COLUMN_BLOCK;
-        int width = cols - first < COLUMN_BLOCK ? cols - first : COLUMN_BLOCK;
-        float block_sums[COLUMN_BLOCK] = {0.0f};
-        for (int r = 0; r < rows; r++) {
-            const float *row = matrix + (size_t)r * cols + first;
-            for (int c = 0; c < width; c++) block_sums[c] += row[c];
-        }
-        for (int c = 0; c < width; c++) sums[first + c] = block_sums[c];
+#pragma omp parallel if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
+    {
+        int thread = omp_get_thread_num(), threads = omp_get_num_threads();
+        int first = blocks * thread / threads * COLUMN_BLOCK;
+        int end = blocks * (thread + 1) / threads * COLUMN_BLOCK;
+        sum_columns(matrix, rows, cols, first, end < cols ? end : cols, sums);
     }
 }
 
@@ -116,6 +130,10 @@ void cpu_gather_normalize(const uint8_t *pixels, const uint8_t *labels, const in
                           int rows, int features, float scale, float shift, float *x, uint8_t *y) {
 #pragma omp parallel for if ((long)rows * features >= PARALLEL_MIN_ELEMENTS)
     for (int r = 0; r < rows; r++) {
+        if (r + GATHER_PREFETCH_ROWS < rows) { /* a GCC/clang builtin: a hint, no intrinsics */
+            const uint8_t *ahead = pixels + (size_t)indices[r + GATHER_PREFETCH_ROWS] * features;
+            for (int f = 0; f < features; f += 64) __builtin_prefetch(ahead + f);
+        }
         const uint8_t *source = pixels + (size_t)indices[r] * features;
         float *destination = x + (size_t)r * features;
         for (int f = 0; f < features; f++) destination[f] = source[f] * scale + shift;
