@@ -1,33 +1,37 @@
 /* Cache-blocked GEMM in the style of GotoBLAS / BLIS, in portable C11, with the bias/ReLU
  * epilogue of backend.h fused into the store of C.
  *
- * The naive loops do 2 flops per element loaded and run at the speed of the caches. Here every
- * element is reused from the fastest level of memory that can hold it:
+ * The naive loops load two operands per multiply-add and run at the speed of the caches. Here
+ * a register tile of C takes MR + NR/W loads per MR·NR/W vector FMAs (W floats per vector), and
+ * the operands come from the fastest level of memory that holds them:
  *
- *   for jc in steps of NC:                 columns of C
- *     for pc in steps of KC:               depth
- *       pack the KC×NC panel of op(B) as NR-wide strips        -> L2  (all threads, shared)
- *       barrier
+ *   for jc in steps of NC:                  columns of C
+ *     for pc in steps of KC:                depth
+ *       the KC×NC panel of op(B), as NR-wide strips                  -> L2 of every core
+ *         (read in place where B is row-major; packed where it is transposed, or for a strip
+ *          narrower than NR; all threads pack, then one barrier)
  *       for each tile of the M×NC block of C this thread owns, row strip by row strip:
- *         the MR×KC strip of op(A): packed, or read in place   -> L1  (per thread)
- *         micro-kernel: MR×NR accumulators += A strip × B strip  (registers)
- *         store: C = alpha·acc + beta·C on the first KC step, C += alpha·acc on later ones,
- *                then, on the last, the epilogue: + bias, ReLU, ReLU mask
+ *         the MR×KC strip of op(A), read in place                     -> L1
+ *         micro-kernel: MR×NR accumulators += A strip × B strip        (registers)
+ *         store: C = alpha·acc + beta·C on the first KC step, C += alpha·acc on later ones;
+ *                on the last, then the epilogue: + bias, ReLU, ReLU mask
  *
- *          NC (a panel)                      one tile = MR rows × NR columns of C
- *       <------------->                      +----+----+----+----+
- *   KC ^ |B |B |B |B |  op(B) panel, packed  | t0 | t1 | t2 | t3 |  row strip 0  } thread 0
- *      v |  |  |  |  |  (strips NR wide)     +----+----+----+----+               } owns t0..t5,
- *                                            | t4 | t5 | t6 | t7 |  row strip 1  } thread 1
- *        A strip (MR×KC) × B strip (KC×NR)   +----+----+----+----+                 t6.., ...
- *        -> one MR×NR tile of C              |    :    :    :    |
+ *                  op(B) panel                          C (M × NC block)
+ *               <-- NC = 4 × NR -->              <--- NR ---> tile = MR × NR
+ *             ^ +----+----+----+----+            +----+----+----+----+
+ *             | |    |    |    |    |     row 0  | t0 | t1 | t2 | t3 |  thread 0: t0..t5
+ *          KC | | B0 | B1 | B2 | B3 |            +----+----+----+----+  (A strip 0, then 1)
+ *             | |    |    |    |    |     row 1  | t4 | t5 | t6 | t7 |  thread 1: t6..t11
+ *             v +----+----+----+----+            +----+----+----+----+
+ *      A strip r (MR × KC), in L1  ×  B strip c (KC × NR), in L2  ->  tile (r, c) of C
  *
- * Packing copies op(B) into strips laid out in the order the micro-kernel reads them (NR
- * values of one row after another), so it reads B with unit stride; packing also absorbs B's
- * transpose and the right edge (strips are zero-padded to NR columns: the micro-kernel always
- * computes a full tile and only the valid part is stored). op(A) is read in place when it is
- * row-major (A not transposed: MR row streams, one broadcast each per step) and packed when it
- * is transposed (MR values of one column after another), or for the bottom edge.
+ * Reading in place: the micro-kernel broadcasts one value of A per row of the strip and step
+ * of K, so A needs no particular layout; only the bottom edge strip (fewer than MR rows) is
+ * copied and zero-padded. It reads NR contiguous values of B per step of K, which a row-major
+ * B has; a transposed B is packed into strips laid out as the micro-kernel reads them, and so
+ * is a last strip narrower than NR (zero-padded: the micro-kernel always computes a full tile
+ * and only the valid part is stored). The MLP's large products (NN forward, TN weight gradient)
+ * copy nothing at all; its NT input gradient packs B = W^T, which is K = 10 deep.
  *
  * Products with a narrow C (the MLP's N = 10 output layer) are computed transposed, as
  * C^T = op(B)^T · op(A)^T: a 10-wide C would leave 54 of the micro-kernel's 64 columns padding;
@@ -39,11 +43,11 @@
  * with a broadcast A value. fmaf is used only where the target has a fused multiply-add
  * instruction (FP_FAST_FMAF): in ISO C mode gcc does not contract a*b+c on its own.
  *
- * Threads: one parallel region per call, one barrier per panel of B (one in all for the MLP's
- * products, whose B fits one panel). The tiles of a panel are numbered row strip by row strip
- * and each thread takes one contiguous run of them, so it packs or reads each A strip once and
- * keeps it in L1 while it sweeps the B panel in L2. Small products run on fewer threads
- * (MIN_FLOPS_PER_THREAD), since waking a thread costs more than a few microseconds of FMAs.
+ * Threads: one parallel region per call, and a barrier only after packing part of a panel (none
+ * in the MLP's large products). The tiles of a panel are numbered row strip by row strip and
+ * each thread takes one contiguous run of them, so it reads each A strip into L1 once and uses
+ * it for every B strip of the panel (which stays in its L2). Small products run on fewer threads
+ * (MIN_FLOPS_PER_THREAD): waking a thread costs about as much as a few microseconds of FMAs.
  *
  * Determinism: every element of C is summed by one thread, over K in the same order (the micro-
  * kernel's, KC step after KC step), whatever the thread count: the result is the same to the
@@ -60,11 +64,13 @@
 /* Block sizes, in floats; the tuning knobs of this file.
  *   MR×NR  register tile: MR*NR/W accumulators, NR/W vectors of B and one broadcast of A must
  *          fit in the vector register file (W = floats per vector).
- *   KC     depth of a panel: an A strip, MR×KC (24 KiB at most), stays in L1 while the thread
- *          sweeps the panel; a deeper panel also means fewer read-modify-writes of C.
- *   NC     width of a panel: KC×NC (1 MiB at most) is meant to stay in each core's L2.
- * Chosen by timing the MLP's products and 2048^3 on this project's 2-core AMD EPYC (Zen 5)
- * machine (docs/kernels.md); beware when changing MR×NR: gcc must keep the tile in registers.
+ *   KC     depth of a panel: an A strip, MR×KC, stays in L1 while the thread sweeps the panel;
+ *          a deeper panel means fewer read-modify-writes of C, but a larger panel.
+ *   NC     width of a panel: KC×NC (512 KiB) is meant to stay in each core's L2 next to the
+ *          stream of A. With KC 1024 (a 784-deep panel, 784 KiB) the NN forward product ran at
+ *          a third of the speed on a 1 MiB L2; 256 to 512 were within the noise.
+ * Chosen by timing the MLP's products and 2048^3 on this project's 2-core AMD EPYC (Zen 5, 1 MiB
+ * L2) machine (docs/kernels.md); beware when changing MR×NR: gcc must keep the tile in registers.
  * With AVX2 it does not for 6×16 (it interchanges the loops and runs 10x slower), hence 4×24
  * there; after any change, check the micro-kernel's loop in the assembly (no stack traffic)
  * and time it. */
@@ -81,8 +87,9 @@ enum { MR = 4, NR = 24 };
 #endif
 enum { KC_MAX = 512, NC_MAX = 256 / NR * NR };
 
-/* 2·M·N·K below which a product is given fewer threads: ~4 µs of one core's FMAs. */
-#define MIN_FLOPS_PER_THREAD 1e6
+/* Flops (2·M·N·K) a thread is given at least: ~2 µs of one core's FMAs, about what waking a
+ * thread and waiting for it at the end of the parallel region cost. */
+#define MIN_FLOPS_PER_THREAD 2.5e5
 
 /* Rows of a B strip packed as one piece of work, so that even a 4-strip panel is shared out. */
 enum { PACK_ROWS = 64 };
@@ -235,22 +242,22 @@ typedef struct {
     size_t row_stride, depth_stride;
 } a_strip;
 
-/* The strip of op(A') at rows i0.., depth p0..p0+kc: in place when A' is row-major and the strip
- * has all MR rows, otherwise packed into buffer (MR values of column p after another, rows past
- * M zero). */
+/* The strip of op(A') at rows i0.., depth p0..p0+kc: read in place when it has all MR rows
+ * (MR row streams when A' is row-major, MR adjacent values of each row of A' when it is
+ * transposed), otherwise, at the bottom edge, packed into buffer (the MR values of column p
+ * after one another, rows past M zero). */
 static a_strip prepare_a_strip(const gemm_problem *g, int i0, int p0, int kc, float *buffer) {
-    int rows = min_int(MR, g->m - i0);
-    if (!g->trans_a && rows == MR)
-        return (a_strip){g->a + (size_t)i0 * g->lda + p0, (size_t)g->lda, 1};
     size_t i_stride = g->trans_a ? 1 : (size_t)g->lda; /* op(A)[i][p] = trans_a ? A[p][i] : A[i][p] */
     size_t p_stride = g->trans_a ? (size_t)g->lda : 1;
-    pack_strip(g->a + (size_t)i0 * i_stride + (size_t)p0 * p_stride, p_stride, i_stride, kc, rows,
-               MR, buffer);
+    const float *strip = g->a + (size_t)i0 * i_stride + (size_t)p0 * p_stride;
+    int rows = min_int(MR, g->m - i0);
+    if (rows == MR) return (a_strip){strip, i_stride, p_stride};
+    pack_strip(strip, p_stride, i_stride, kc, rows, MR, buffer);
     return (a_strip){buffer, 1, MR};
 }
 
-/* acc = A strip (MR×kc) × B strip (kc×NR). Inlined into micro_kernel twice, with the packed
- * A strip's strides as constants in one copy, so that it gets a loop with fixed offsets. */
+/* acc = A strip (MR×kc) × B strip (kc×NR). Inlined into micro_kernel three times, each with
+ * one of A's strides a constant, so that each gets a loop with fixed offsets. */
 static inline void multiply_strips(int kc, const float *restrict a, size_t row_stride,
                                    size_t depth_stride, const float *restrict b,
                                    size_t b_depth_stride, float acc[restrict MR][NR]) {
@@ -269,10 +276,12 @@ static inline void multiply_strips(int kc, const float *restrict a, size_t row_s
 }
 
 static void micro_kernel(int kc, a_strip a, b_strip b, float acc[MR][NR]) {
-    if (a.depth_stride == MR && a.row_stride == 1)
-        multiply_strips(kc, a.a, 1, MR, b.values, b.depth_stride, acc); /* A packed */
-    else
-        multiply_strips(kc, a.a, a.row_stride, 1, b.values, b.depth_stride, acc); /* in place */
+    if (a.row_stride == 1 && a.depth_stride == MR) /* packed */
+        multiply_strips(kc, a.a, 1, MR, b.values, b.depth_stride, acc);
+    else if (a.depth_stride == 1) /* in place, A' row-major */
+        multiply_strips(kc, a.a, a.row_stride, 1, b.values, b.depth_stride, acc);
+    else /* in place, A' transposed */
+        multiply_strips(kc, a.a, 1, a.depth_stride, b.values, b.depth_stride, acc);
 }
 
 /* A window of C, rows×cols at (i0, j0), from the sums of one KC step (values: rows×cols, row
