@@ -113,8 +113,8 @@ static inline int round_up(int x, int step) { return (x + step - 1) / step * ste
 static inline int ceil_div(int x, int y) { return (x + y - 1) / y; }
 
 /* The step that cuts total into as few pieces of at most max_step as possible, all about the
- * same size and a multiple of granule (when max_step is): K = 1100 becomes 2 × 550, not
- * 1024 + 76, which would leave a thin last slice with poor reuse. */
+ * same size and a multiple of granule (when max_step is): K = 784 becomes 2 × 392, not
+ * 512 + 272, which would leave a thin last slice with poor reuse. */
 static int even_step(int total, int max_step, int granule) {
     int pieces = ceil_div(total, max_step);
     return min_int(max_step, round_up(ceil_div(total, pieces), granule));
