@@ -31,7 +31,8 @@
  * B has; a transposed B is packed into strips laid out as the micro-kernel reads them, and so
  * is a last strip narrower than NR (zero-padded: the micro-kernel always computes a full tile
  * and only the valid part is stored). The MLP's large products (NN forward, TN weight gradient)
- * copy nothing at all; its NT input gradient packs B = W^T, which is K = 10 deep.
+ * copy only the last few rows of A (512 and 784 are not multiples of 6); its NT input gradient
+ * packs B = W^T, which is K = 10 deep.
  *
  * Products with a narrow C (the MLP's N = 10 output layer) are computed transposed, as
  * C^T = op(B)^T · op(A)^T: a 10-wide C would leave 54 of the micro-kernel's 64 columns padding;
