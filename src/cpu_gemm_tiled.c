@@ -336,13 +336,14 @@ static void store_tile(const gemm_problem *g, float acc[MR][NR], int i0, int j0,
 }
 
 /* This thread's share of the tiles of the m×nc block of C' at column j0, multiplied by the
- * kc-deep panel of op(B') at depth p0. */
+ * kc-deep panel of op(B') at depth p0: threads 0..workers-1 share them, the rest have none. */
 static void multiply_panel(const gemm_problem *g, const float *panel, int p0, int kc, int j0,
-                           int nc, float *a_buffer) {
+                           int nc, int workers, float *a_buffer) {
     int col_strips = ceil_div(nc, NR);
     long tiles = (long)ceil_div(g->m, MR) * col_strips;
-    int thread = omp_get_thread_num(), threads = omp_get_num_threads();
-    long first_tile = tiles * thread / threads, end_tile = tiles * (thread + 1) / threads;
+    int thread = omp_get_thread_num();
+    if (thread >= workers) return;
+    long first_tile = tiles * thread / workers, end_tile = tiles * (thread + 1) / workers;
     bool first_step = p0 == 0, last_step = p0 + kc == g->k;
     a_strip a = {0};
     int current_row_strip = -1;
@@ -364,7 +365,7 @@ static void multiply_panel(const gemm_problem *g, const float *panel, int p0, in
  * packed, the threads wait for it at a barrier. Packed panels alternate between two buffers: a
  * thread that finishes its tiles early packs the next one into the other buffer while the rest
  * still read this one (which nobody writes before everyone passed the next barrier). */
-static void multiply_all_panels(const gemm_problem *g, int nc_step, int kc_step,
+static void multiply_all_panels(const gemm_problem *g, int nc_step, int kc_step, int workers,
                                 float *buffers[2]) {
     _Alignas(BUFFER_ALIGNMENT) float a_buffer[MR * KC_MAX];
     int panels_packed = 0;
@@ -378,7 +379,7 @@ static void multiply_all_panels(const gemm_problem *g, int nc_step, int kc_step,
                 pack_b_panel(g, pc, jc, kc, nc, panel);
 #pragma omp barrier
             }
-            multiply_panel(g, panel, pc, kc, jc, nc, a_buffer);
+            multiply_panel(g, panel, pc, kc, jc, nc, workers, a_buffer);
         }
     }
 }
@@ -392,8 +393,9 @@ static void scale_and_finish(gemm_problem g) {
             store_window(&g, zero, 0, i, j, 1, min_int(NR, g.n - j), true, true);
 }
 
-/* Threads for a product: no more than the tiles, nor than its flops keep busy. */
-static int threads_for(const gemm_problem *g) {
+/* Threads that multiply tiles in a product: no more than the tiles, nor than its flops keep
+ * busy. */
+static int workers_for(const gemm_problem *g) {
     double flops = 2.0 * g->m * g->n * g->k;
     long tiles = (long)ceil_div(g->m, MR) * ceil_div(min_int(g->n, NC_MAX), NR);
     long useful = (long)(flops / MIN_FLOPS_PER_THREAD);
@@ -421,8 +423,16 @@ void cpu_gemm_tiled_fused(bool trans_a, bool trans_b, int m, int n, int k, float
     for (int i = 0; i < buffer_count; i++)
         buffers[i] = alloc_packed((size_t)kc_step * round_up(nc_step, NR));
     if (buffer_count == 1) buffers[1] = buffers[0];
-#pragma omp parallel num_threads(threads_for(&g))
-    multiply_all_panels(&g, nc_step, kc_step, buffers);
+    int workers = workers_for(&g);
+    if (workers == 1) {
+        multiply_all_panels(&g, nc_step, kc_step, 1, buffers); /* a team of one: no region */
+    } else {
+        /* The whole team, whatever the workers: libgomp ends the threads that a smaller team
+         * leaves out and starts new ones for the next larger team, which cost the MLP's step
+         * about a millisecond at 16 threads. Threads past the workers only help pack. */
+#pragma omp parallel
+        multiply_all_panels(&g, nc_step, kc_step, workers, buffers);
+    }
     for (int i = 0; i < buffer_count; i++) free(buffers[i]);
 }
 
