@@ -63,6 +63,16 @@ static void harvest(phase_profile *p, phase_slot *slot) {
     slot->pending = false;
 }
 
+/* The backend's operation times since phase_begin, added to the phase's. */
+static void add_operation_times(phase_profile *p, phase_id phase) {
+    if (!p->be->take_operation_times) return;
+    double gemm_ms, other_ms;
+    p->be->take_operation_times(p->be, &gemm_ms, &other_ms);
+    p->totals.split = true;
+    p->totals.gemm_ms[phase] += gemm_ms;
+    p->totals.operations_ms[phase] += other_ms;
+}
+
 void phase_begin(phase_profile *p, phase_id phase) {
     if (!p) return;
     nvtx_range_push(phase_names[phase]);
@@ -75,6 +85,10 @@ void phase_begin(phase_profile *p, phase_id phase) {
     phase_slot *slot = &p->ring[p->next];
     harvest(p, slot);
     slot->phase = phase;
+    if (p->be->take_operation_times) {
+        double discarded[2]; /* operations before the phase belong to none */
+        p->be->take_operation_times(p->be, &discarded[0], &discarded[1]);
+    }
     p->be->stamp_record(p->be, slot->start);
     p->current = p->next;
     p->next = (p->next + 1) % PHASE_RING;
@@ -92,6 +106,7 @@ void phase_end(phase_profile *p, phase_id phase) {
         p->be->stamp_record(p->be, slot->end);
         slot->pending = true;
         p->current = -1;
+        add_operation_times(p, phase);
     }
     nvtx_range_pop();
 }

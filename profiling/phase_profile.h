@@ -5,7 +5,12 @@
  * phase's name; when timing is on, it also records two timing stamps of the backend (CUDA events
  * on the GPU, the monotonic clock on the CPU), so the durations are those of the device's stream,
  * not of the host that queued the work. Stamps live in a ring and are read back lazily, long
- * after the device passed them, so timing adds no host synchronization inside a step. */
+ * after the device passed them, so timing adds no host synchronization inside a step.
+ *
+ * Where the backend times its operations (take_operation_times in backend.h: the CPU), each
+ * phase's time is split further into GEMM, the other operations, and the rest (host code
+ * between operations): on the CPU the rest and part of the other operations run on one
+ * thread, which is what limits the speed-up from more threads (Amdahl's law). */
 #ifndef MLP_PHASE_PROFILE_H
 #define MLP_PHASE_PROFILE_H
 
@@ -30,6 +35,9 @@ extern const char *const phase_names[PHASE_COUNT];
 typedef struct {
     double ms[PHASE_COUNT];   /* total milliseconds per phase */
     long count[PHASE_COUNT];  /* how many times each phase ran */
+    bool split;               /* whether the two below were measured */
+    double gemm_ms[PHASE_COUNT];      /* of ms: inside GEMMs */
+    double operations_ms[PHASE_COUNT]; /* of ms: inside the other operations */
 } phase_totals;
 
 typedef struct phase_profile phase_profile;

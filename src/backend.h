@@ -173,6 +173,12 @@ struct backend {
     /* Milliseconds between two recorded stamps; waits until `end` has been reached. */
     double (*stamp_elapsed_ms)(backend *be, timing_stamp *start, timing_stamp *end);
     void (*stamp_destroy)(backend *be, timing_stamp *s);
+    /* Wall-clock milliseconds spent inside gemm and inside every other operation (the batch
+     * gather included) since the previous call, which starts the count again. Optional: NULL
+     * where operations are queued and run later (the GPU), so that the time of a call is not
+     * the time of its work. On the CPU it splits a phase into GEMM, the other operations and
+     * the host code between them: the parts that threads speed up differently. */
+    void (*take_operation_times)(backend *be, double *gemm_ms, double *other_ms);
 
     void (*destroy)(backend *be);
 };

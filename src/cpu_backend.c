@@ -1,6 +1,8 @@
 /* The operation table on the CPU. Memory is host memory, every operation runs to completion
  * before returning, and a timing stamp is a reading of the monotonic clock. The three CPU
- * implementations differ only in their GEMM. */
+ * implementations differ only in their GEMM (the tiled one fuses the epilogue into it; the
+ * others run it as a pass of its own). Every operation adds its wall time to one of two
+ * counters, GEMM or the rest, for --profile (take_operation_times). */
 #define _POSIX_C_SOURCE 200809L
 #include "cpu_backend.h"
 
@@ -16,6 +18,13 @@
 #include "dataset.h"
 #include "memory_plan.h"
 
+/* Time spent inside operations since take_operation_times last read it. */
+typedef struct {
+    double gemm_seconds, other_seconds;
+} operation_clock;
+
+static operation_clock *clock_of(backend *be) { return be->state; }
+
 /* ---- GEMM: the one operation in which the CPU implementations differ ---- */
 
 /* The epilogue as a pass of its own over C, after the product. */
@@ -29,25 +38,39 @@ static void apply_epilogue(int m, int n, float *c, int ldc, const gemm_epilogue 
 static void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
                        int ldc, const gemm_epilogue *epilogue) {
-    (void)be;
+    double started = wall_seconds();
     cpu_gemm_naive(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     apply_epilogue(m, n, c, ldc, epilogue);
+    clock_of(be)->gemm_seconds += wall_seconds() - started;
 }
 
 static void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
                        int ldc, const gemm_epilogue *epilogue) {
-    (void)be;
-    cpu_gemm_tiled(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    apply_epilogue(m, n, c, ldc, epilogue);
+    double started = wall_seconds();
+    cpu_gemm_tiled_fused(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+    clock_of(be)->gemm_seconds += wall_seconds() - started;
 }
 
 static void gemm_blas(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc, const gemm_epilogue *epilogue) {
-    (void)be;
+    double started = wall_seconds();
     cpu_gemm_blas(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     apply_epilogue(m, n, c, ldc, epilogue);
+    clock_of(be)->gemm_seconds += wall_seconds() - started;
+}
+
+/* Adds the time since `started` to the other operations' count. */
+static void count_other(backend *be, double started) {
+    clock_of(be)->other_seconds += wall_seconds() - started;
+}
+
+static void take_operation_times(backend *be, double *gemm_ms, double *other_ms) {
+    operation_clock *clock = clock_of(be);
+    *gemm_ms = 1e3 * clock->gemm_seconds;
+    *other_ms = 1e3 * clock->other_seconds;
+    *clock = (operation_clock){0};
 }
 
 /* ---- memory ---- */
@@ -88,33 +111,38 @@ static void softmax_cross_entropy(backend *be, const float *logits, const uint8_
                                   int classes, float grad_scale, float *grad, float *bias_grad,
                                   float *row_loss, float *row_correct, int32_t *prediction,
                                   const pass_cursor *cursor) {
-    (void)be;
+    double started = wall_seconds();
     int32_t o = first_row(cursor);
     cpu_softmax_cross_entropy(logits, labels, rows, classes, grad_scale, grad, row_loss + o,
                               row_correct + o, prediction ? prediction + o : NULL);
     if (bias_grad) cpu_column_sums(grad, rows, classes, bias_grad);
+    count_other(be, started);
 }
 
 static void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
-    (void)be;
+    double started = wall_seconds();
     cpu_column_sums(matrix, rows, cols, sums);
+    count_other(be, started);
 }
 
 static void sum(backend *be, const float *x, size_t n, float *result) {
-    (void)be;
+    double started = wall_seconds();
     *result = cpu_sum(x, n);
+    count_other(be, started);
 }
 
 static void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad,
                               size_t n, float lr, float momentum) {
-    (void)be;
+    double started = wall_seconds();
     cpu_sgd_momentum_step(param, velocity, grad, n, lr, momentum);
+    count_other(be, started);
 }
 
 static void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
                       float lr, float beta1, float beta2, float eps, const pass_cursor *cursor) {
-    (void)be;
+    double started = wall_seconds();
     cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, cursor->optimizer_steps + 1);
+    count_other(be, started);
 }
 
 static void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
@@ -126,6 +154,7 @@ static void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
 /* ---- batches: gathered from the host data set into one reusable buffer ---- */
 
 struct batch_feed {
+    backend *be;
     const dataset *data;
     int max_rows;
     int32_t *order; /* data->count indices for the current pass */
@@ -140,6 +169,7 @@ static batch_feed *feed_create(backend *be, const dataset *data, int max_rows, f
         fprintf(stderr, "mlp_train: out of host memory for the batch feed\n");
         exit(1);
     }
+    feed->be = be;
     feed->data = data;
     feed->max_rows = max_rows;
     feed->order = host_alloc(be, (size_t)data->count * sizeof(int32_t));
@@ -158,8 +188,10 @@ static batch_view feed_next(batch_feed *feed, int rows, const pass_cursor *curso
         fprintf(stderr, "mlp_train: internal error: batch of %d rows past the feed's end\n", rows);
         exit(1);
     }
+    double started = wall_seconds();
     cpu_gather_normalize(d->pixels, d->labels, feed->order + cursor->first_row, rows, d->features,
                          d->scale, d->shift, feed->x, feed->y);
+    count_other(feed->be, started);
     return (batch_view){feed->x, feed->y, rows};
 }
 
@@ -197,7 +229,10 @@ static double stamp_elapsed_ms(backend *be, timing_stamp *start, timing_stamp *e
 
 static void stamp_destroy(backend *be, timing_stamp *s) { host_release(be, s); }
 
-static void destroy(backend *be) { free(be); }
+static void destroy(backend *be) {
+    free(be->state);
+    free(be);
+}
 
 /* OpenMP's threads and those of OpenBLAS's pthreads build both spin for a while after their
  * work, waiting for more. With two pools of `threads` each, a training step that alternates
@@ -228,10 +263,16 @@ backend *cpu_backend_create(const char *impl) {
         if (strcmp(impl, cpu_impls[i].name) == 0) chosen = i;
     if (chosen < 0) return NULL;
     backend *be = calloc(1, sizeof *be);
-    if (!be) return NULL;
+    operation_clock *clock = calloc(1, sizeof *clock);
+    if (!be || !clock) {
+        free(be);
+        free(clock);
+        return NULL;
+    }
     *be = (backend){
         .device_name = "cpu",
         .impl_name = cpu_impls[chosen].name,
+        .state = clock,
         .alloc = host_alloc,
         .release = host_release,
         .upload = host_copy,
@@ -254,6 +295,7 @@ backend *cpu_backend_create(const char *impl) {
         .stamp_record = stamp_record,
         .stamp_elapsed_ms = stamp_elapsed_ms,
         .stamp_destroy = stamp_destroy,
+        .take_operation_times = take_operation_times,
         .destroy = destroy,
     };
     bool blas = cpu_impls[chosen].gemm == gemm_blas;

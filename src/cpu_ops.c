@@ -1,10 +1,23 @@
-/* CPU operations other than GEMM; see cpu_ops.h. */
+/* CPU operations other than GEMM; see cpu_ops.h. Each is one pass over its data, and each
+ * opens one OpenMP parallel region when its work pays for waking the threads (a few µs). */
 #include "cpu_ops.h"
 
 #include <math.h>
+#include <omp.h>
 
-/* Below this many elements a parallel region costs more than it saves. */
+/* Below this many elements of a memory-bound loop a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
+
+/* The same for the softmax, whose elements cost two exponentials or so each. */
+#define SOFTMAX_PARALLEL_MIN_ELEMENTS 2048
+
+/* Columns are shared out among threads in cpu_column_sums by blocks of one cache line of
+ * floats, so that no two threads write the same line of the sums. */
+enum { COLUMN_BLOCK = 16 };
+
+/* How many rows ahead cpu_gather_normalize asks for the source row: rows are picked at random
+ * from the data set, so the hardware prefetcher cannot guess them, and each is a DRAM miss. */
+enum { GATHER_PREFETCH_ROWS = 8 };
 
 void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ldz, bool relu) {
 #pragma omp parallel for if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
@@ -32,14 +45,17 @@ static void softmax_cross_entropy_row(const float *logits, int label, int classe
         if (logits[c] > logits[best]) best = c;
     float max = logits[best];
     float sum = 0.0f;
-    for (int c = 0; c < classes; c++) sum += expf(logits[c] - max);
-    float log_sum = logf(sum);
-    *loss = log_sum - (logits[label] - max);
+    for (int c = 0; c < classes; c++) {
+        float e = expf(logits[c] - max);
+        if (grad) grad[c] = e; /* kept for the gradient: one exponential per class */
+        sum += e;
+    }
+    *loss = logf(sum) - (logits[label] - max);
     *correct = (best == label) ? 1.0f : 0.0f;
     if (prediction) *prediction = best;
     if (grad) {
         for (int c = 0; c < classes; c++) {
-            float probability = expf(logits[c] - max - log_sum);
+            float probability = grad[c] / sum;
             grad[c] = grad_scale * (probability - (c == label ? 1.0f : 0.0f));
         }
     }
@@ -48,7 +64,7 @@ static void softmax_cross_entropy_row(const float *logits, int label, int classe
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
                                float grad_scale, float *grad, float *row_loss, float *row_correct,
                                int32_t *prediction) {
-#pragma omp parallel for if ((long)rows * classes >= PARALLEL_MIN_ELEMENTS)
+#pragma omp parallel for if ((long)rows * classes >= SOFTMAX_PARALLEL_MIN_ELEMENTS)
     for (int r = 0; r < rows; r++) {
         size_t offset = (size_t)r * classes;
         softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale,
@@ -57,11 +73,26 @@ void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int r
     }
 }
 
-void cpu_column_sums(const float *matrix, int rows, int cols, float *sums) {
-    for (int c = 0; c < cols; c++) sums[c] = 0.0f;
+/* sums[first..end) = column sums of those columns, row after row. */
+static void sum_columns(const float *restrict matrix, int rows, int cols, int first, int end,
+                        float *restrict sums) {
+    for (int c = first; c < end; c++) sums[c] = 0.0f;
     for (int r = 0; r < rows; r++) {
         const float *row = matrix + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) sums[c] += row[c];
+        for (int c = first; c < end; c++) sums[c] += row[c];
+    }
+}
+
+/* Each thread sums a contiguous run of whole column blocks, row after row: every column is
+ * summed in the same order whatever the thread count. */
+void cpu_column_sums(const float *matrix, int rows, int cols, float *sums) {
+    int blocks = (cols + COLUMN_BLOCK - 1) / COLUMN_BLOCK;
+#pragma omp parallel if ((long)rows * cols >= PARALLEL_MIN_ELEMENTS)
+    {
+        int thread = omp_get_thread_num(), threads = omp_get_num_threads();
+        int first = blocks * thread / threads * COLUMN_BLOCK;
+        int end = blocks * (thread + 1) / threads * COLUMN_BLOCK;
+        sum_columns(matrix, rows, cols, first, end < cols ? end : cols, sums);
     }
 }
 
@@ -71,8 +102,8 @@ float cpu_sum(const float *x, size_t n) {
     return (float)total;
 }
 
-void cpu_sgd_momentum_step(float *param, float *velocity, const float *grad, size_t n, float lr,
-                           float momentum) {
+void cpu_sgd_momentum_step(float *restrict param, float *restrict velocity,
+                           const float *restrict grad, size_t n, float lr, float momentum) {
 #pragma omp parallel for if (n >= PARALLEL_MIN_ELEMENTS)
     for (size_t i = 0; i < n; i++) {
         velocity[i] = momentum * velocity[i] + grad[i];
@@ -80,8 +111,9 @@ void cpu_sgd_momentum_step(float *param, float *velocity, const float *grad, siz
     }
 }
 
-void cpu_adam_step(float *param, float *m, float *v, const float *grad, size_t n, float lr,
-                   float beta1, float beta2, float eps, int step) {
+void cpu_adam_step(float *restrict param, float *restrict m, float *restrict v,
+                   const float *restrict grad, size_t n, float lr, float beta1, float beta2,
+                   float eps, int step) {
     float m_correction = (float)(1.0 / (1.0 - pow(beta1, step)));
     float v_correction = (float)(1.0 / (1.0 - pow(beta2, step)));
 #pragma omp parallel for if (n >= PARALLEL_MIN_ELEMENTS)
@@ -98,6 +130,10 @@ void cpu_gather_normalize(const uint8_t *pixels, const uint8_t *labels, const in
                           int rows, int features, float scale, float shift, float *x, uint8_t *y) {
 #pragma omp parallel for if ((long)rows * features >= PARALLEL_MIN_ELEMENTS)
     for (int r = 0; r < rows; r++) {
+        if (r + GATHER_PREFETCH_ROWS < rows) { /* a GCC/clang builtin: a hint, no intrinsics */
+            const uint8_t *ahead = pixels + (size_t)indices[r + GATHER_PREFETCH_ROWS] * features;
+            for (int f = 0; f < features; f += 64) __builtin_prefetch(ahead + f);
+        }
         const uint8_t *source = pixels + (size_t)indices[r] * features;
         float *destination = x + (size_t)r * features;
         for (int f = 0; f < features; f++) destination[f] = source[f] * scale + shift;

@@ -56,24 +56,52 @@ phase_totals phases_add(phase_totals a, const phase_totals *b) {
     for (int p = 0; p < PHASE_COUNT; p++) {
         a.ms[p] += b->ms[p];
         a.count[p] += b->count[p];
+        a.gemm_ms[p] += b->gemm_ms[p];
+        a.operations_ms[p] += b->operations_ms[p];
     }
+    a.split = a.split || b->split;
     return a;
+}
+
+static double percent(double part, double whole) { return whole > 0 ? 100 * part / whole : 0.0; }
+
+/* The training pass (everything but the test pass) as GEMM, the other operations and the host
+ * code between them. */
+static void report_pass_split(FILE *out, const phase_totals *phases, double wall_ms) {
+    double pass_ms = wall_ms - phases->ms[PHASE_EVAL], gemm_ms = 0.0, operations_ms = 0.0;
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        if (p == PHASE_EVAL) continue;
+        gemm_ms += phases->gemm_ms[p];
+        operations_ms += phases->operations_ms[p];
+    }
+    double between_ms = pass_ms - gemm_ms - operations_ms;
+    fprintf(out,
+            "  training pass %.3f ms: gemm %.3f ms (%.1f%%), other operations %.3f ms (%.1f%%), "
+            "between operations %.3f ms (%.1f%%)\n",
+            pass_ms, gemm_ms, percent(gemm_ms, pass_ms), operations_ms,
+            percent(operations_ms, pass_ms), between_ms, percent(between_ms, pass_ms));
 }
 
 void report_phases(FILE *out, const char *title, const phase_totals *phases, double wall_ms) {
     fprintf(out, "  %s (wall %.2f ms)\n", title, wall_ms);
-    fprintf(out, "    %-9s %11s %8s %12s %7s\n", "phase", "total_ms", "count", "ms_each", "share");
+    fprintf(out, "    %-9s %11s %8s %12s %7s", "phase", "total_ms", "count", "ms_each", "share");
+    if (phases->split) fprintf(out, " %11s %12s", "gemm_ms", "other_ops_ms");
+    fprintf(out, "\n");
     double accounted = 0.0;
     for (int p = 0; p < PHASE_COUNT; p++) {
         long n = phases->count[p];
         if (n == 0) continue; /* e.g. the per-phase rows when steps are replayed */
         accounted += phases->ms[p];
-        fprintf(out, "    %-9s %11.3f %8ld %12.4f %6.1f%%\n", phase_names[p], phases->ms[p], n,
-                n ? phases->ms[p] / n : 0.0, wall_ms > 0 ? 100 * phases->ms[p] / wall_ms : 0.0);
+        fprintf(out, "    %-9s %11.3f %8ld %12.4f %6.1f%%", phase_names[p], phases->ms[p], n,
+                n ? phases->ms[p] / n : 0.0, percent(phases->ms[p], wall_ms));
+        if (phases->split)
+            fprintf(out, " %11.3f %12.3f", phases->gemm_ms[p], phases->operations_ms[p]);
+        fprintf(out, "\n");
     }
     double other = wall_ms - accounted;
     fprintf(out, "    %-9s %11.3f %8s %12s %6.1f%%\n", "other", other > 0 ? other : 0.0, "", "",
-            wall_ms > 0 && other > 0 ? 100 * other / wall_ms : 0.0);
+            other > 0 ? percent(other, wall_ms) : 0.0);
+    if (phases->split) report_pass_split(out, phases, wall_ms);
 }
 
 /* ---- JSON ---- */
@@ -120,9 +148,14 @@ static void json_config(FILE *out, const run_info *info) {
 
 static void json_phases(FILE *out, const phase_totals *phases) {
     fprintf(out, "{");
-    for (int p = 0; p < PHASE_COUNT; p++)
-        fprintf(out, "%s\"%s\": {\"ms\": %.6f, \"count\": %ld}", p ? ", " : "", phase_names[p],
+    for (int p = 0; p < PHASE_COUNT; p++) {
+        fprintf(out, "%s\"%s\": {\"ms\": %.6f, \"count\": %ld", p ? ", " : "", phase_names[p],
                 phases->ms[p], phases->count[p]);
+        if (phases->split)
+            fprintf(out, ", \"gemm_ms\": %.6f, \"other_operations_ms\": %.6f", phases->gemm_ms[p],
+                    phases->operations_ms[p]);
+        fprintf(out, "}");
+    }
     fprintf(out, "}");
 }
 

@@ -41,7 +41,10 @@ void report_startup(FILE *out, const startup_times *t);
 void report_epoch(FILE *out, const epoch_result *e);
 
 /* A table of where the time went: per phase, total ms, ms per occurrence, share of wall_ms.
- * The row "other" is wall time no phase accounts for (host work, launch gaps). */
+ * The row "other" is wall time no phase accounts for (host work, launch gaps). Where the
+ * backend times its operations (the CPU), each phase's GEMM and other-operation time too, and a
+ * line splitting the training pass (wall_ms less the test pass) into GEMM, other operations,
+ * and the host code between operations. */
 void report_phases(FILE *out, const char *title, const phase_totals *phases, double wall_ms);
 
 /* Sums the phases of several epochs. */

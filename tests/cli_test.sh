@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The command line as users meet it: --help, usage errors (exit 2), runtime errors (exit 1) with
-# messages that name the problem, save → load → eval, a corrupt checkpoint, divergence, --log.
+# messages that name the problem, save → load → eval, a corrupt checkpoint, divergence, --log,
+# --profile's split on the CPU.
 # Usage: cli_test.sh MLP_TRAIN DATA_DIR   (DATA_DIR holds the real MNIST files)
 set -u
 mlp_train=$1
@@ -126,6 +127,13 @@ else
     checks=$((checks + 1))
     [ ! -e "$work/huge.ckpt" ] || fail "a run out of host memory saved a checkpoint"
 fi
+
+# --profile on the CPU: each phase split into GEMM and the other operations, in the table and
+# in the JSON
+expect 0 'training pass [0-9.]+ ms: gemm [0-9.]+ ms \([0-9.]+%\), other operations [0-9.]+ ms' -- \
+    "$mlp_train" "${quick[@]}" --impl tiled --profile
+expect 0 '"forward": \{"ms": [0-9.]+, "count": [0-9]+, "gemm_ms": [0-9.]+, "other_operations_ms"' -- \
+    "$mlp_train" "${quick[@]}" --profile --json
 
 # divergence is reported, not printed as garbage, and nothing is saved
 expect 1 'training diverged in epoch 1' -- "$mlp_train" "${quick[@]}" --lr 100000 --save "$work/nan.ckpt"

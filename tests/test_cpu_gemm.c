@@ -9,9 +9,16 @@
  * columns of A and B hold NaN, so a read of them shows up as NaN in C. Everything of C outside
  * its M×N window (padding columns and one guard row after the last) holds -0.0, which any write
  * turns into something else, even adding zero (-0.0 + 0.0 is +0.0): a stray write of a
- * zero-padded lane is caught too. */
+ * zero-padded lane is caught too.
+ *
+ * The tiled GEMM's fused epilogue (bias, ReLU, ReLU mask, alone and together) is checked on
+ * the same cases against the reference with the epilogue applied in double, and to the bit
+ * against the unfused passes of cpu_ops.h. Naive and tiled must give the same bits for 1, 2
+ * and 3 threads. The shapes make every path of the tiled GEMM run: edges in M and N, A and B
+ * read in place or packed, the transposed product for narrow C, several panels in K and N. */
 #include "check.h"
 #include "cpu_gemm.h"
+#include "cpu_ops.h"
 #include "openblas_gemm.h"
 #include "rng.h"
 
@@ -47,11 +54,18 @@ static const struct {
 } SHAPES[] = {
     {1, 1, 1},      {2, 3, 4},       {17, 33, 65},    {1000, 3, 7},
     {7, 1000, 3},   {64, 784, 256},  {513, 257, 129}, {512, 256, 784},
-    {9, 2100, 300}, /* wider than the tiled GEMM's NC and deeper than its KC: all its loops turn */
+    {9, 2100, 300},   /* wider than the tiled GEMM's panels (NC): its column loop turns */
+    {100, 70, 1100},  /* deeper than a panel (KC): C accumulated over K steps; a 6-wide edge */
+    {2000, 10, 600},  /* narrow C: computed transposed, several panels in both directions */
+    {12, 128, 16},    /* whole register tiles only, no edge anywhere */
 };
 enum { SHAPE_COUNT = sizeof SHAPES / sizeof SHAPES[0] };
 
 static const int THREAD_COUNTS[] = {1, 2};
+
+/* Implementations whose bits must not depend on the thread count, and the counts compared. */
+static const char *const THREAD_INDEPENDENT[] = {"naive", "tiled"};
+static const int BIT_CHECK_THREADS[] = {1, 2, 3};
 
 /* A rows×cols matrix of random values with row stride ld = cols + padding, stored in
  * rows + guard_rows rows; every element outside the rows×cols window holds outside_value. */
@@ -178,6 +192,169 @@ static void check_implementation(const gemm_case *gc, int which, int threads) {
     free(c);
 }
 
+static float *copy_of(const float *values, size_t count) {
+    float *copy = malloc(sizeof(float) * count);
+    memcpy(copy, values, sizeof(float) * count);
+    return copy;
+}
+
+static size_t bits_differing(const float *x, const float *y, size_t count) {
+    size_t differing = 0;
+    for (size_t at = 0; at < count; at++) differing += memcmp(&x[at], &y[at], sizeof(float)) != 0;
+    return differing;
+}
+
+/* C of the case after one run of the implementation named, on the given thread count. */
+static float *run_case(const gemm_case *gc, int which, int threads) {
+    float *c = copy_of(gc->c_initial.values, gc->c_initial.stored);
+    set_threads(threads);
+    IMPLEMENTATIONS[which].gemm(gc->trans_a, gc->trans_b, gc->m, gc->n, gc->k, gc->alpha,
+                                gc->a.values, gc->a.ld, gc->b.values, gc->b.ld, gc->beta, c,
+                                gc->c_initial.ld);
+    return c;
+}
+
+static int implementation_named(const char *name) {
+    for (int which = 0; which < IMPLEMENTATION_COUNT; which++)
+        if (strcmp(IMPLEMENTATIONS[which].name, name) == 0) return which;
+    return -1;
+}
+
+static void check_bits_independent_of_threads(const gemm_case *gc) {
+    for (size_t i = 0; i < sizeof THREAD_INDEPENDENT / sizeof THREAD_INDEPENDENT[0]; i++) {
+        int which = implementation_named(THREAD_INDEPENDENT[i]);
+        float *first = run_case(gc, which, BIT_CHECK_THREADS[0]);
+        for (size_t t = 1; t < sizeof BIT_CHECK_THREADS / sizeof BIT_CHECK_THREADS[0]; t++) {
+            float *other = run_case(gc, which, BIT_CHECK_THREADS[t]);
+            size_t differing = bits_differing(first, other, gc->c_initial.stored);
+            CHECK(differing == 0,
+                  "%s trans_a=%d trans_b=%d M=%d N=%d K=%d, %s: %zu elements differ between %d "
+                  "and %d threads",
+                  THREAD_INDEPENDENT[i], gc->trans_a, gc->trans_b, gc->m, gc->n, gc->k,
+                  gc->scaling, differing, BIT_CHECK_THREADS[0], BIT_CHECK_THREADS[t]);
+            free(other);
+        }
+        free(first);
+    }
+}
+
+/* ---- the tiled GEMM's fused epilogue ---- */
+
+/* The epilogues checked: each part alone, bias with ReLU (a hidden layer's forward), and all. */
+static const struct {
+    bool bias, relu, mask;
+} EPILOGUES[] = {
+    {true, false, false}, {false, true, false}, {false, false, true},
+    {true, true, false},  {true, true, true},
+};
+enum { EPILOGUE_COUNT = sizeof EPILOGUES / sizeof EPILOGUES[0] };
+
+/* What a ReLU leaves, in an M×N window of row stride ld (NaN outside it, never to be read):
+ * zeros of both signs, the smallest positive float and ordinary positive values. */
+static float *relu_output(rng *r, int m, int n, int ld, size_t stored) {
+    float *mask = malloc(sizeof(float) * stored);
+    for (size_t at = 0; at < stored; at++) {
+        bool inside = at / ld < (size_t)m && at % ld < (size_t)n;
+        float values[4] = {0.0f, -0.0f, 1e-45f, rng_uniform_range(r, 0.001f, 2.0f)};
+        mask[at] = inside ? values[rng_below(r, 4)] : NAN;
+    }
+    return mask;
+}
+
+/* The reference with the epilogue applied in double, in backend.h's order. */
+static double *reference_with_epilogue(const gemm_case *gc, const float *bias, bool relu,
+                                       const float *mask) {
+    int ldc = gc->c_initial.ld;
+    double *ref = malloc(sizeof(double) * (size_t)gc->m * ldc);
+    memcpy(ref, gc->reference, sizeof(double) * (size_t)gc->m * ldc);
+    for (int i = 0; i < gc->m; i++) {
+        for (int j = 0; j < gc->n; j++) {
+            double *value = &ref[(size_t)i * ldc + j];
+            if (bias) *value += bias[j];
+            if (relu && *value < 0.0) *value = 0.0;
+            if (mask && mask[(size_t)i * ldc + j] <= 0.0f) *value = 0.0;
+        }
+    }
+    return ref;
+}
+
+static void check_fused_epilogue(rng *r, const gemm_case *gc, int which_epilogue, int threads) {
+    int ldc = gc->c_initial.ld;
+    size_t stored = gc->c_initial.stored;
+    float *bias_values = malloc(sizeof(float) * (size_t)gc->n);
+    for (int j = 0; j < gc->n; j++) bias_values[j] = rng_uniform_range(r, -1.0f, 1.0f);
+    float *mask_values = relu_output(r, gc->m, gc->n, ldc, stored);
+    gemm_epilogue e = {EPILOGUES[which_epilogue].bias ? bias_values : NULL,
+                       EPILOGUES[which_epilogue].relu,
+                       EPILOGUES[which_epilogue].mask ? mask_values : NULL};
+
+    set_threads(threads);
+    float *fused = copy_of(gc->c_initial.values, stored);
+    cpu_gemm_tiled_fused(gc->trans_a, gc->trans_b, gc->m, gc->n, gc->k, gc->alpha, gc->a.values,
+                         gc->a.ld, gc->b.values, gc->b.ld, gc->beta, fused, ldc, &e);
+    float *unfused = copy_of(gc->c_initial.values, stored);
+    cpu_gemm_tiled(gc->trans_a, gc->trans_b, gc->m, gc->n, gc->k, gc->alpha, gc->a.values,
+                   gc->a.ld, gc->b.values, gc->b.ld, gc->beta, unfused, ldc);
+    if (e.bias || e.relu) cpu_bias_activation(unfused, e.bias, gc->m, gc->n, ldc, e.relu);
+    if (e.relu_mask) cpu_relu_backward(unfused, e.relu_mask, gc->m, gc->n, ldc);
+
+    char what[256];
+    snprintf(what, sizeof what,
+             "tiled fused (bias %d, relu %d, mask %d) trans_a=%d trans_b=%d M=%d N=%d K=%d "
+             "ldc=%d, %s, %d thread(s)",
+             e.bias != NULL, e.relu, e.relu_mask != NULL, gc->trans_a, gc->trans_b, gc->m, gc->n,
+             gc->k, ldc, gc->scaling, threads);
+    size_t differing = bits_differing(fused, unfused, stored);
+    CHECK(differing == 0, "%s: %zu elements differ from the unfused passes", what, differing);
+    double *reference = reference_with_epilogue(gc, e.bias, e.relu, e.relu_mask);
+    int nans = count_nan_in_window(fused, gc->m, gc->n, ldc);
+    CHECK(nans == 0, "%s: %d NaN elements in C", what, nans);
+    double error = relative_error(fused, reference, gc->m, gc->n, ldc);
+    CHECK(error <= ERROR_BOUND, "%s: relative error %.3g > %.1g", what, error, ERROR_BOUND);
+    free(reference);
+    free(fused);
+    free(unfused);
+    free(bias_values);
+    free(mask_values);
+}
+
+/* k == 0, or alpha == 0: C = beta * C (zeros for beta 0, even over NaN), then the epilogue;
+ * A and B, all NaN here, must not be read. */
+static void check_nothing_to_multiply(void) {
+    enum { M = 5, N = 70 }; /* N past one register tile */
+    float a[M * 3], b[3 * N], bias[N];
+    for (int i = 0; i < M * 3; i++) a[i] = NAN;
+    for (int i = 0; i < 3 * N; i++) b[i] = NAN;
+    for (int j = 0; j < N; j++) bias[j] = (float)(j % 7) - 3.0f;
+    const struct {
+        int k;
+        float alpha, beta;
+    } cases[] = {{0, 1.0f, 0.0f}, {0, 1.0f, -1.5f}, {3, 0.0f, 0.0f}, {3, 0.0f, -1.5f}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int fused = 0; fused < 3; fused++) { /* naive, tiled, tiled with bias + ReLU */
+            float c[M * N], expected[M * N];
+            for (int at = 0; at < M * N; at++) {
+                c[at] = cases[i].beta == 0.0f ? NAN : (float)(at % 11) - 5.0f;
+                expected[at] = cases[i].beta == 0.0f ? 0.0f : cases[i].beta * c[at];
+                if (fused == 2) expected[at] += bias[at % N];
+                if (fused == 2 && expected[at] < 0.0f) expected[at] = 0.0f;
+            }
+            gemm_epilogue bias_relu = {bias, true, NULL};
+            if (fused == 0)
+                cpu_gemm_naive(false, false, M, N, cases[i].k, cases[i].alpha, a, 3, b, N,
+                               cases[i].beta, c, N);
+            else
+                cpu_gemm_tiled_fused(false, false, M, N, cases[i].k, cases[i].alpha, a, 3, b, N,
+                                     cases[i].beta, c, N, fused == 2 ? &bias_relu : NULL);
+            int wrong = 0;
+            for (int at = 0; at < M * N; at++) wrong += !(c[at] == expected[at]);
+            CHECK(wrong == 0, "%s, k=%d alpha=%g beta=%g: %d elements of C wrong",
+                  fused == 0 ? "naive" : fused == 1 ? "tiled" : "tiled bias+relu", cases[i].k,
+                  cases[i].alpha, cases[i].beta, wrong);
+        }
+    }
+}
+
 /* The comparison must be able to fail: a correct result with one element off by 1e-3 of the
  * norm, or one NaN, has to be reported above the bound. */
 static void check_error_measure_can_fail(rng *r) {
@@ -208,6 +385,7 @@ static void check_error_measure_can_fail(rng *r) {
 int main(void) {
     rng r = rng_create(test_seed("test_cpu_gemm"), 0);
     check_error_measure_can_fail(&r);
+    check_nothing_to_multiply();
 
     for (int s = 0; s < SHAPE_COUNT; s++) {
         for (int transposes = 0; transposes < 4; transposes++) {
@@ -219,6 +397,9 @@ int main(void) {
                 for (int which = 0; which < IMPLEMENTATION_COUNT; which++)
                     for (size_t t = 0; t < sizeof THREAD_COUNTS / sizeof THREAD_COUNTS[0]; t++)
                         check_implementation(&gc, which, THREAD_COUNTS[t]);
+                check_bits_independent_of_threads(&gc);
+                for (int e = 0; e < EPILOGUE_COUNT; e++)
+                    check_fused_epilogue(&r, &gc, e, 1 + (s + transposes + e) % 2);
                 free_case(&gc);
             }
         }

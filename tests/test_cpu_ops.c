@@ -422,6 +422,7 @@ static void test_reductions(rng *r) {
     for (size_t i = 0; i < COUNT_OF(ROW_COUNTS); i++)
         for (size_t j = 0; j < COUNT_OF(COLUMN_COUNTS); j++)
             check_column_sums(r, ROW_COUNTS[i], COLUMN_COUNTS[j]);
+    check_column_sums(r, 4000, 10); /* parallel, with fewer column blocks than threads */
     check_sum(r, 0);
     check_sum(r, 1);
     check_sum(r, 60000);
@@ -601,7 +602,8 @@ static void check_gather(rng *r, int threads, int rows, int features) {
 }
 
 static void test_gather(rng *r) {
-    const int shapes[][2] = {{1, 1}, {17, 33}, {100, 784}}; /* rows, features */
+    /* rows, features; 100×784 runs in parallel, and rows past the gather's prefetch distance */
+    const int shapes[][2] = {{1, 1}, {9, 5}, {17, 33}, {100, 784}};
     for (size_t t = 0; t < COUNT_OF(THREAD_COUNTS); t++) {
         omp_set_num_threads(THREAD_COUNTS[t]);
         for (size_t i = 0; i < COUNT_OF(shapes); i++)

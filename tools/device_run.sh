@@ -18,6 +18,11 @@
 #             training with odd widths and batches on each GPU implementation, Fashion-MNIST
 #   example   the README's line: mlp_train --impl tiled --batch 512 (3 epochs)
 #   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU (tools/compare.py)
+#   threads   the CPU thread-scaling study (docs/performance.md): the machine (cores, SMT, caches,
+#             OpenBLAS builds), GEMM GFLOP/s at 1 and all threads (2048^3 and the MLP's shapes),
+#             then each CPU implementation at 1, 2, 4, 8, 16 threads (batch 512, 4 epochs,
+#             median of the last 3) with the --profile split and the Amdahl fit, PyTorch at 1
+#             and all threads (tools/thread_scaling.py); about 2 minutes on 16 cores
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
 #   speed     epoch ms of tiled, blas (graphs on and off) and fused at batch 16, 64, 512, 2048
@@ -177,6 +182,32 @@ stage_cpu() {
     local s=${PIPESTATUS[0]}
     [ "$s" -eq 0 ] || tail -20 "$out/compare_cpu.log"
     return "$s"
+}
+
+stage_threads() {
+    local threads=() t status=0 all
+    all=$(nproc)
+    for t in 1 2 4 8 16 32 64; do [ "$t" -lt "$all" ] && threads+=("$t"); done
+    threads+=("$all")
+    {
+        lscpu | grep -E '^(Model name|Socket|Core|Thread|CPU\(s\)|L1d|L2|L3|NUMA node\(s\))'
+        echo "OpenBLAS builds installed: $(ls -d /usr/lib/*-linux-gnu/openblas-*/ 2>/dev/null | xargs -n1 basename | tr '\n' ' ')"
+        echo "mlp_train loads: $(ldd "$mlp" | grep -o 'libopenblas[^ ]* => [^ ]*')"
+    } | tee "$out/threads_machine.txt"
+    # what one GEMM reaches, alone: the ceiling for the epochs' scaling below
+    for t in 1 "$all"; do
+        "$build/mlp_bench" gemm --device cpu --threads "$t" --sizes 2048 --impl tiled,blas --quiet \
+            --csv "$out/threads_gemm_2048_$t.csv" >"$out/threads_gemm_2048_$t.txt" 2>&1 || status=1
+        "$build/mlp_bench" gemm --device cpu --threads "$t" --mlp-shapes --quiet \
+            --csv "$out/threads_gemm_mlp_$t.csv" >"$out/threads_gemm_mlp_$t.txt" 2>&1 || status=1
+        echo "== GEMM, $t thread(s)"
+        grep -hE '2048x2048x2048|b512' "$out/threads_gemm_2048_$t.txt" "$out/threads_gemm_mlp_$t.txt"
+    done
+    # naive is the i-k-j loop: a few seconds an epoch on one thread, so it runs at every count
+    python3 tools/thread_scaling.py --mlp-train "$mlp" --data "$data" --threads "${threads[@]}" \
+        --json "$out/threads.json" | tee "$out/threads.md"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    return $status
 }
 
 stage_bench() {
