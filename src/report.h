@@ -21,6 +21,9 @@ typedef struct {
     int threads;
     int train_count, test_count;
     const char *pass_mode; /* trainer_pass_mode(): "direct", "recorded" or "whole" */
+    int ranks;                  /* processes training the model (mpirun -np), 1 alone */
+    const char *all_reduce;     /* how their gradients are summed; NULL alone, not under mpirun */
+    const char *mpi_library;    /* e.g. "Open MPI v4.1.4" */
 } run_info;
 
 void report_header(FILE *out, const run_info *info);
