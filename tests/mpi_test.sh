@@ -4,6 +4,9 @@
 # Usage: mpi_test.sh parameters TEST_DISTRIBUTED
 #          test_distributed on 1, 2 and 4 ranks: parameters after one step and after an epoch
 #          equal one rank's; then a rank that exits mid-job must end the job, not hang it
+#        mpi_test.sh parameters-gpu TEST_DISTRIBUTED
+#          the same on the GPU (NCCL), one rank per GPU: 1, 2, 4... ranks as the GPUs allow;
+#          skips (77) without a GPU
 #        mpi_test.sh training MLP_TRAIN DATA_DIR
 #          mlp_train on MNIST, 2 epochs at batch 512: mpirun -np 1 gives the bits of a run
 #          without mpirun, 2 and 4 ranks a test accuracy within 0.2 points of it; --save on 4
@@ -45,15 +48,29 @@ ends_with_message() {
     fi
 }
 
-parameters() {
-    local test_distributed=$1 ranks
-    for ranks in 1 2 4; do
-        timeout 300 "${launch[@]}" -np $ranks "$test_distributed" >"$work/out" 2>&1 ||
-            fail "$ranks ranks: test_distributed failed"
+# run_test_distributed TEST_DISTRIBUTED DEVICE RANKS...: test_distributed on each number of ranks
+run_test_distributed() {
+    local test_distributed=$1 device=$2 ranks
+    shift 2
+    for ranks in "$@"; do
+        timeout 600 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np "$ranks" "$test_distributed" "$device" \
+            >"$work/out" 2>&1 || fail "$ranks ranks: test_distributed $device failed"
         cat "$work/out"
     done
-    ends_with_message 60 'rank 1 exits with status 1' -- \
-        "${launch[@]}" -np 2 "$test_distributed" exit 1
+}
+
+parameters() {
+    run_test_distributed "$1" cpu 1 2 4
+    ends_with_message 60 'rank 1 exits with status 1' -- "${launch[@]}" -np 2 "$1" exit 1
+}
+
+parameters-gpu() {
+    local gpus ranks=() n
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    [ "$gpus" -gt 0 ] || { echo "skipped: no GPU"; exit 77; }
+    [ -z "${CUDA_VISIBLE_DEVICES:-}" ] || gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+    for n in 1 2 4 8; do [ "$n" -le "$gpus" ] && ranks+=("$n"); done
+    run_test_distributed "$1" gpu "${ranks[@]}"
 }
 
 training() {
