@@ -25,9 +25,19 @@ struct gpu_nccl {
 
 namespace {
 
+/* NCCL's own account of its last error, where it keeps one (2.13 on). */
+const char *last_error(ncclComm_t comm) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
+    return ncclGetLastError(comm);
+#else
+    (void)comm;
+    return nullptr;
+#endif
+}
+
 [[noreturn]] void nccl_fail(const char *call, ncclResult_t status, ncclComm_t comm,
                             const char *file, int line) {
-    const char *detail = comm ? ncclGetLastError(comm) : nullptr;
+    const char *detail = last_error(comm);
     std::fprintf(stderr, "mlp_train: rank %d of %d: NCCL error: %s%s%s\n  in %s\n  at %s:%d\n",
                  distributed_rank(), distributed_ranks(), ncclGetErrorString(status),
                  detail && *detail ? ": " : "", detail ? detail : "", call, file, line);
