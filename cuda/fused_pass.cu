@@ -74,7 +74,12 @@ void fused_pass_destroy(fused_pass *fused) {
 }
 
 bool fused_pass_supported(backend *be, const training_pass *pass, char *why, size_t why_size) {
-    (void)be;
+    if (be->all_reduce_sum) {
+        std::snprintf(why, why_size,
+                      "the fused kernel runs a whole epoch in one launch and cannot sum the "
+                      "gradients across ranks (mpirun) between its steps");
+        return false;
+    }
     if (!gpu_feed_recordable(pass->feed)) {
         std::snprintf(why, why_size,
                       "the fused kernel reads the data set on the device (--data device)");

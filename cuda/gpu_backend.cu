@@ -14,6 +14,9 @@
 #include "gpu_kernels.h"
 #include "fused_pass.h"
 #include "gpu_state.h"
+#ifdef MLP_HAVE_NCCL
+#include "gpu_nccl.h"
+#endif
 
 namespace {
 
@@ -185,6 +188,9 @@ void recording_destroy(backend *be, recording *r) {
 void destroy(backend *be) {
     gpu_state *gpu = gpu_of(be);
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
+#ifdef MLP_HAVE_NCCL
+    if (gpu->nccl) gpu_nccl_leave(gpu->nccl);
+#endif
     if (gpu->fused) fused_pass_destroy(gpu->fused);
     if (gpu->cublas) CUBLAS_CHECK(cublasDestroy(gpu->cublas));
     if (gpu->cublas_workspace) CUDA_CHECK(cudaFree(gpu->cublas_workspace));
@@ -234,6 +240,7 @@ void fill_table(backend *be, const gpu_impl *chosen) {
     be->feed_next = gpu_feed_next;
     be->feed_recordable = gpu_feed_recordable;
     be->feed_destroy = gpu_feed_destroy;
+    be->ranks = 1;
     be->record_begin = record_begin;
     be->record_end = record_end;
     be->replay = replay;
@@ -262,6 +269,15 @@ void *gpu_alloc_or_exit(size_t bytes) {
     return p;
 }
 
+extern "C" int gpu_device_count(void) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError(); /* no driver or no device: none to use, not an error of the program */
+        return 0;
+    }
+    return count;
+}
+
 extern "C" bool gpu_device_available(char *why, size_t why_size) {
     int count = 0;
     cudaError_t status = cudaGetDeviceCount(&count);
@@ -277,16 +293,18 @@ extern "C" bool gpu_device_available(char *why, size_t why_size) {
     return true;
 }
 
-extern "C" backend *gpu_backend_create(const char *impl) {
+extern "C" void gpu_use_device(int device) { CUDA_CHECK(cudaSetDevice(device)); }
+
+extern "C" backend *gpu_backend_create(const char *impl, int device) {
     const gpu_impl *chosen = nullptr;
     for (const gpu_impl &candidate : gpu_impls)
         if (std::strcmp(impl, candidate.name) == 0) chosen = &candidate;
     if (!chosen) return nullptr;
 
     gpu_state *gpu = new gpu_state{};
-    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp properties;
-    CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->stream, cudaStreamNonBlocking));
     if (chosen->gemm == gemm_cublas) {
         gpu->cublas = cublas_gemm_handle(gpu->stream, false);

@@ -15,9 +15,17 @@ extern "C" {
 /* True if a CUDA device can be used; otherwise the reason in `why`. */
 bool gpu_device_available(char *why, size_t why_size);
 
-/* impl "naive", "tiled" or "blas" on device 0; NULL for another name. Exits with a message if
- * the device cannot be set up. */
-backend *gpu_backend_create(const char *impl);
+/* CUDA devices this process can use (0 where there is no driver or no device). */
+int gpu_device_count(void);
+
+/* impl "naive", "tiled", "blas" or "fused" on CUDA device `device` (0 alone; a rank's place on
+ * its host under mpirun); NULL for another name. Exits with a message if the device cannot be
+ * set up. */
+backend *gpu_backend_create(const char *impl, int device);
+
+/* Makes device the calling thread's current CUDA device (gpu_backend_create does so only for
+ * the thread that calls it). */
+void gpu_use_device(int device);
 
 #ifdef __cplusplus
 }

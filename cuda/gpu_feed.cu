@@ -27,6 +27,7 @@ struct batch_feed {
     const dataset *data;
     int max_rows;
     feed_options options;
+    int count;             /* samples in the current pass (at most data->count) */
     int position;          /* host feeds: next sample of the pass to hand out */
     float *x;              /* the batch handed out: max_rows × features, on the device */
     uint8_t *y;            /* its labels */
@@ -120,7 +121,7 @@ void convert_stage(batch_feed *f, int b, int rows) {
 
 /* --overlap: starts copying the next batch on the copy stream. */
 void prefetch(batch_feed *f) {
-    int rows = f->data->count - f->fetch_position;
+    int rows = f->count - f->fetch_position;
     if (rows > f->max_rows) rows = f->max_rows;
     f->prefetched_rows = rows;
     if (rows <= 0) return;
@@ -181,8 +182,9 @@ batch_feed *gpu_feed_create(backend *be, const dataset *data, int max_rows, feed
     return f;
 }
 
-void gpu_feed_start_pass(batch_feed *f, const int32_t *order) {
-    size_t bytes = (size_t)f->data->count * sizeof(int32_t);
+void gpu_feed_start_pass(batch_feed *f, const int32_t *order, int count) {
+    size_t bytes = (size_t)count * sizeof(int32_t);
+    f->count = count;
     f->position = 0;
     if (f->options.placement == DATA_RESIDENT) {
         f->be->upload(f->be, f->device_order, order, bytes);
@@ -199,7 +201,7 @@ void gpu_feed_start_pass(batch_feed *f, const int32_t *order) {
  * gather on the host, so they keep their own count of the rows handed out (the same place). */
 batch_view gpu_feed_next(batch_feed *f, int rows, const pass_cursor *cursor) {
     if (f->options.placement == DATA_RESIDENT) return next_resident(f, rows, cursor);
-    if (rows > f->max_rows || f->position + rows > f->data->count) {
+    if (rows > f->max_rows || f->position + rows > f->count) {
         std::fprintf(stderr, "mlp_train: internal error: batch of %d rows past the feed's end\n", rows);
         std::exit(1);
     }

@@ -16,13 +16,14 @@ struct gpu_state {
     gpu_gemm_workspace gemm_workspace;  /* tiled implementation only: split-K's partial sums */
     gpu_softmax_scratch softmax_scratch; /* the output bias gradient's partial sums */
     struct fused_pass *fused;           /* fused implementation only (fused_pass.cu) */
+    struct gpu_nccl *nccl;              /* under mpirun: the ranks' communicator (gpu_nccl.cu) */
 };
 
 inline gpu_state *gpu_of(backend *be) { return static_cast<gpu_state *>(be->state); }
 
 /* Batch feeds: see gpu_feed.cu. */
 batch_feed *gpu_feed_create(backend *be, const dataset *data, int max_rows, feed_options opts);
-void gpu_feed_start_pass(batch_feed *feed, const int32_t *order);
+void gpu_feed_start_pass(batch_feed *feed, const int32_t *order, int count);
 batch_view gpu_feed_next(batch_feed *feed, int rows, const pass_cursor *cursor);
 bool gpu_feed_recordable(const batch_feed *feed);
 

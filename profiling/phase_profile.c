@@ -5,11 +5,11 @@
 
 #include "nvtx_ranges.h"
 
-const char *const phase_names[PHASE_COUNT] = {"h2d",   "forward", "backward", "update",
-                                              "compute", "d2h",   "eval"};
+const char *const phase_names[PHASE_COUNT] = {"h2d",     "forward", "backward", "allreduce",
+                                              "update",  "compute", "d2h",      "eval"};
 
 /* Enough slots that a slot comes round again only after the device has long passed it
- * (a step has four phases, so this is 128 steps of lag). */
+ * (a step has four or five phases, so this is a hundred steps of lag or more). */
 enum { PHASE_RING = 512 };
 
 typedef struct {

@@ -1,6 +1,6 @@
 /* Where the time of a training run goes, phase by phase.
  *
- * Each phase of a step (h2d, forward, backward, update), the metric read-back (d2h) and the
+ * Each phase of a step (h2d, forward, backward, the all-reduce among ranks, update), the metric read-back (d2h) and the
  * evaluation are bracketed by phase_begin/phase_end. That always emits an NVTX range of the
  * phase's name; when timing is on, it also records two timing stamps of the backend (CUDA events
  * on the GPU, the monotonic clock on the CPU), so the durations are those of the device's stream,
@@ -22,9 +22,11 @@ typedef enum {
     PHASE_H2D,      /* getting the batch onto the device: a device gather, or a host→device copy */
     PHASE_FORWARD,  /* layers, softmax and loss */
     PHASE_BACKWARD, /* gradients */
+    PHASE_ALLREDUCE, /* the gradients summed across ranks (mpirun; distributed.h) */
     PHASE_UPDATE,   /* optimizer step */
     PHASE_COMPUTE,  /* "compute": a step replayed from a recording, or a whole pass in one call:
-                     * the four phases above, which then cannot be told apart */
+                     * the phases above, which then cannot be told apart (but the all-reduce,
+                     * which --profile records apart) */
     PHASE_D2H,      /* reducing and copying the epoch's loss and accuracy to the host */
     PHASE_EVAL,     /* the test-set pass */
     PHASE_COUNT

@@ -5,7 +5,9 @@
  * (naive, tiled or the vendor BLAS); cpu_backend.c and cuda/gpu_backend.cu fill the table in.
  * Two parts are optional and change how the trainer drives a pass, not what it computes: a
  * device that can record a step and replay it (CUDA graphs), and an implementation that runs a
- * whole pass in one call (--impl fused, one persistent kernel).
+ * whole pass in one call (--impl fused, one persistent kernel). A third is there when the
+ * process is one of several ranks training one model (distributed.h): an all-reduce, with which
+ * the trainer sums the gradients across the ranks between the backward pass and the update.
  *
  * Conventions for every operation:
  *   - All matrices are row-major. "A is M×K" means M rows of K floats; lda is the row stride.
@@ -141,8 +143,9 @@ struct backend {
 
     /* ---- batches ---- */
     batch_feed *(*feed_create)(backend *be, const dataset *data, int max_rows, feed_options opts);
-    /* The order of samples for the coming pass; order has data->count indices. */
-    void (*feed_start_pass)(batch_feed *feed, const int32_t *order);
+    /* The order of samples for the coming pass: count indices into the data set (count is at
+     * most data->count; less when ranks share the pass, each feeding its own share). */
+    void (*feed_start_pass)(batch_feed *feed, const int32_t *order, int count);
     /* The batch of rows samples starting at cursor->first_row in the pass's order. Batches are
      * taken in order, max_rows at a time, except the pass's last, which is the remainder (a feed
      * may prefetch on that basis). */
@@ -166,6 +169,16 @@ struct backend {
      * why); where it cannot, the trainer runs the pass step by step with the operations above. */
     bool (*pass_supported)(backend *be, const training_pass *pass, char *why, size_t why_size);
     void (*run_pass)(backend *be, const training_pass *pass);
+
+    /* ---- ranks training one model (distributed.h) ----
+     * rank of ranks: this process's place among them (0 of 1 alone). all_reduce_sum is NULL
+     * unless the process was launched by mpirun (then set even for one rank): data[0..n) in the
+     * backend's memory becomes its sum over the ranks, in place, the same on every rank; queued
+     * like any operation, and recordable (the GPU's is an NCCL all-reduce on the stream). Every
+     * rank calls it in the same order with the same n. all_reduce_name says how, for reports. */
+    int rank, ranks;
+    void (*all_reduce_sum)(backend *be, float *data, size_t n);
+    const char *all_reduce_name;
 
     /* ---- timing: a stamp marks a point in the backend's stream of work ---- */
     timing_stamp *(*stamp_create)(backend *be);

@@ -1,11 +1,17 @@
+/* Choosing an implementation (see backend_select.h): the one place that knows the CPU and GPU
+ * libraries, and which GPU and which all-reduce a rank takes. */
 #include "backend_select.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "cpu_backend.h"
+#include "distributed.h"
 #ifdef MLP_HAVE_CUDA
 #include "../cuda/gpu_backend.h"
+#endif
+#ifdef MLP_HAVE_NCCL
+#include "../cuda/gpu_nccl.h"
 #endif
 
 bool gpu_available(char *why, size_t why_size) {
@@ -17,20 +23,65 @@ bool gpu_available(char *why, size_t why_size) {
 #endif
 }
 
-backend *backend_create(const char *device, const char *impl, char *err, size_t err_size) {
-    backend *be = NULL;
-    if (strcmp(device, "cpu") == 0) {
-        be = cpu_backend_create(impl);
-    } else {
-        char why[256];
-        if (!gpu_available(why, sizeof why)) {
-            snprintf(err, err_size, "--device gpu: no usable GPU: %s", why);
-            return NULL;
-        }
 #ifdef MLP_HAVE_CUDA
-        be = gpu_backend_create(impl);
-#endif
+/* One GPU per rank: the rank's place among the ranks on its host. */
+static backend *gpu_backend_for_rank(const char *impl, char *err, size_t err_size) {
+    int gpus = gpu_device_count(), ranks_here = distributed_local_ranks();
+    if (ranks_here > gpus) {
+        snprintf(err, err_size,
+                 "%d ranks on this host but %d GPU%s: each rank takes a GPU of its own; start at "
+                 "most %d rank%s per host (mpirun -np %d)",
+                 ranks_here, gpus, gpus == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s", gpus);
+        return NULL;
     }
-    if (!be) snprintf(err, err_size, "no implementation '%s' on the %s", impl, device);
+    backend *be = gpu_backend_create(impl, distributed_local_rank());
+    if (!be) snprintf(err, err_size, "no implementation '%s' on the gpu", impl);
     return be;
+}
+#endif
+
+backend *backend_create(const char *device, const char *impl, char *err, size_t err_size) {
+    if (strcmp(device, "cpu") == 0) {
+        backend *be = cpu_backend_create(impl);
+        if (!be) snprintf(err, err_size, "no implementation '%s' on the cpu", impl);
+        return be;
+    }
+    char why[256];
+    if (!gpu_available(why, sizeof why)) {
+        snprintf(err, err_size, "--device gpu: no usable GPU: %s", why);
+        return NULL;
+    }
+#ifdef MLP_HAVE_CUDA
+    return gpu_backend_for_rank(impl, err, err_size);
+#else
+    return NULL; /* not reached: gpu_available is false without CUDA */
+#endif
+}
+
+void backend_bind_this_thread(const backend *be) {
+#ifdef MLP_HAVE_CUDA
+    if (strcmp(be->device_name, "gpu") == 0) gpu_use_device(distributed_local_rank());
+#else
+    (void)be;
+#endif
+}
+
+bool backend_join_ranks(backend *be, char *err, size_t err_size) {
+    if (!distributed_launched()) return true;
+    if (strcmp(be->device_name, "cpu") == 0) {
+        cpu_backend_join(be);
+        return true;
+    }
+#ifdef MLP_HAVE_NCCL
+    (void)err;
+    (void)err_size;
+    gpu_backend_join(be);
+    return true;
+#else
+    snprintf(err, err_size,
+             "--device gpu under mpirun sums the gradients with NCCL, and this mlp_train was "
+             "built without it: install NCCL (libnccl-dev) and rebuild, or train with "
+             "--device cpu");
+    return false;
+#endif
 }

@@ -10,8 +10,18 @@
 /* True if this build has CUDA and a usable device is present; otherwise why not, in `why`. */
 bool gpu_available(char *why, size_t why_size);
 
-/* device "cpu" or "gpu", impl "naive", "tiled" or "blas". NULL, with the reason in err, if the
- * combination cannot be had here. */
+/* device "cpu" or "gpu", impl "naive", "tiled" or "blas" ("fused" on the GPU). NULL, with the
+ * reason in err, if the combination cannot be had here. On the GPU each rank of a host takes its
+ * own device: the rank's place on the host (device 0 alone). */
 backend *backend_create(const char *device, const char *impl, char *err, size_t err_size);
+
+/* Makes the calling thread one that may drive be: on the GPU, CUDA's current device is the
+ * calling thread's own, and be may have been created on another thread. */
+void backend_bind_this_thread(const backend *be);
+
+/* Under mpirun (distributed_launched), makes be one of the ranks: the gradients are summed across
+ * them, with MPI on the CPU and NCCL on the GPU. Does nothing for a process alone. False, with the
+ * reason in err, where this build cannot (a GPU without NCCL). Every rank calls it. */
+bool backend_join_ranks(backend *be, char *err, size_t err_size);
 
 #endif

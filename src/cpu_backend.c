@@ -16,6 +16,7 @@
 #include "cpu_gemm.h"
 #include "cpu_ops.h"
 #include "dataset.h"
+#include "distributed.h"
 #include "memory_plan.h"
 
 /* Time spent inside operations since take_operation_times last read it. */
@@ -157,7 +158,8 @@ struct batch_feed {
     backend *be;
     const dataset *data;
     int max_rows;
-    int32_t *order; /* data->count indices for the current pass */
+    int32_t *order; /* the current pass's samples: count indices (room for data->count) */
+    int count;
     float *x;       /* max_rows × features */
     uint8_t *y;     /* max_rows */
 };
@@ -178,13 +180,14 @@ static batch_feed *feed_create(backend *be, const dataset *data, int max_rows, f
     return feed;
 }
 
-static void feed_start_pass(batch_feed *feed, const int32_t *order) {
-    memcpy(feed->order, order, (size_t)feed->data->count * sizeof(int32_t));
+static void feed_start_pass(batch_feed *feed, const int32_t *order, int count) {
+    memcpy(feed->order, order, (size_t)count * sizeof(int32_t));
+    feed->count = count;
 }
 
 static batch_view feed_next(batch_feed *feed, int rows, const pass_cursor *cursor) {
     const dataset *d = feed->data;
-    if (rows > feed->max_rows || cursor->first_row + rows > d->count) {
+    if (rows > feed->max_rows || cursor->first_row + rows > feed->count) {
         fprintf(stderr, "mlp_train: internal error: batch of %d rows past the feed's end\n", rows);
         exit(1);
     }
@@ -232,6 +235,20 @@ static void stamp_destroy(backend *be, timing_stamp *s) { host_release(be, s); }
 static void destroy(backend *be) {
     free(be->state);
     free(be);
+}
+
+/* ---- ranks: the gradients summed in host memory by MPI ---- */
+
+static void all_reduce_sum(backend *be, float *data, size_t n) {
+    (void)be;
+    distributed_sum(data, n);
+}
+
+void cpu_backend_join(backend *be) {
+    be->rank = distributed_rank();
+    be->ranks = distributed_ranks();
+    be->all_reduce_sum = all_reduce_sum;
+    be->all_reduce_name = "MPI_Allreduce";
 }
 
 /* OpenMP's threads and those of OpenBLAS's pthreads build both spin for a while after their
@@ -291,6 +308,7 @@ backend *cpu_backend_create(const char *impl) {
         .feed_next = feed_next,
         .feed_recordable = feed_recordable,
         .feed_destroy = feed_destroy,
+        .ranks = 1,
         .stamp_create = stamp_create,
         .stamp_record = stamp_record,
         .stamp_elapsed_ms = stamp_elapsed_ms,

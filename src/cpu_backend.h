@@ -8,6 +8,10 @@
 /* impl is "naive", "tiled" or "blas"; returns NULL for any other name. */
 backend *cpu_backend_create(const char *impl);
 
+/* Makes be one of the ranks distributed_start joined: its gradients are summed across them by
+ * MPI (all_reduce_sum). */
+void cpu_backend_join(backend *be);
+
 /* Threads for the CPU implementation `impl`: its OpenMP loops and OpenBLAS alike. With
  * OpenBLAS's pthreads build, the blas implementation keeps its OpenMP loops on one thread
  * (cpu_backend.c says why). */

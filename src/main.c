@@ -1,5 +1,6 @@
 /* mlp_train: the command-line program. Parses options, loads the data (and a checkpoint),
- * picks the implementation, then trains or evaluates and reports. */
+ * picks the implementation, then trains or evaluates and reports. Under mpirun every rank runs
+ * all of this on its share of each batch (distributed.h); only rank 0 prints, logs and saves. */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <omp.h>
@@ -17,6 +18,7 @@
 #include "cli.h"
 #include "cpu_backend.h"
 #include "dataset.h"
+#include "distributed.h"
 #include "memory_plan.h"
 #include "model.h"
 #include "report.h"
@@ -39,10 +41,19 @@ typedef struct {
     startup_times startup;
 } run_state;
 
+/* Every rank names its failures: under mpirun the failing rank may be any of them. */
 static int fail(const char *message) {
-    fprintf(stderr, "mlp_train: %s\n", message);
+    if (distributed_ranks() > 1)
+        fprintf(stderr, "mlp_train: rank %d of %d: %s\n", distributed_rank(), distributed_ranks(),
+                message);
+    else
+        fprintf(stderr, "mlp_train: %s\n", message);
     return 1;
 }
+
+/* Rank 0 speaks for all: notes on stderr come from it alone (results go to stdout, which the
+ * other ranks do not have). */
+static bool speaks(void) { return distributed_rank() == 0; }
 
 static bool is_directory(const char *path) {
     struct stat info;
@@ -98,7 +109,7 @@ static bool choose_device(run_state *s, char *err) {
         return false;
     }
     s->device = "cpu";
-    fprintf(stderr, "mlp_train: no GPU (%s); training on the CPU\n", why);
+    if (speaks()) fprintf(stderr, "mlp_train: no GPU (%s); training on the CPU\n", why);
     return true;
 }
 
@@ -235,7 +246,9 @@ static bool load_and_set_up(run_state *s, char *err) {
 }
 
 static bool start_trainer(run_state *s, char *err) {
-    if (!check_device_memory(s, err)) return false;
+    /* the backend was made on another thread: CUDA's current device is per thread */
+    backend_bind_this_thread(s->be);
+    if (!backend_join_ranks(s->be, err, ERR_SIZE) || !check_device_memory(s, err)) return false;
     train_config config = {
         .batch = s->options.batch,
         .seed = s->options.seed,
@@ -243,7 +256,7 @@ static bool start_trainer(run_state *s, char *err) {
         .feed = s->options.feed,
         .record_steps = s->options.graph,
         .profile = s->options.profile,
-        .progress = !s->options.quiet,
+        .progress = !s->options.quiet && speaks(),
     };
     float *params = s->have_checkpoint ? s->loaded.params : NULL;
     float *fresh = NULL;
@@ -264,7 +277,7 @@ static bool start_trainer(run_state *s, char *err) {
     s->startup.trainer_s = now - s->startup.ready_s;
     s->startup.total_s = now;
     const char *refusal = trainer_whole_pass_refusal(s->trainer);
-    if (refusal && !s->options.eval_only)
+    if (refusal && !s->options.eval_only && speaks())
         fprintf(stderr, "mlp_train: --impl %s: %s; training step by step instead\n",
                 s->options.impl, refusal);
     return true;
@@ -286,7 +299,8 @@ static run_info describe(const run_state *s) {
     return (run_info){&s->options,   s->device,     s->be->description,
                       s->data_dir,   &s->shape,     s->threads,
                       s->train.count, s->test.count, trainer_pass_mode(s->trainer),
-                      &s->startup};
+                      &s->startup,   s->be->ranks,  s->be->all_reduce_name,
+                      distributed_library()};
 }
 
 static int evaluate_only(run_state *s) {
@@ -326,16 +340,43 @@ static int train(run_state *s) {
     }
     if (status == 0 && o->profile) report_phases(table, "run phases", &run_phases, run_wall_ms);
     if (status == 0 && o->json) report_json(stdout, &info, epochs, o->epochs);
-    if (status == 0 && o->log_path && !report_csv(o->log_path, epochs, o->epochs, err, sizeof err))
+    if (status == 0 && o->log_path && speaks() &&
+        !report_csv(o->log_path, epochs, o->epochs, err, sizeof err))
         status = fail(err);
-    if (status == 0 && o->save_path && !save_checkpoint(s, err)) status = fail(err);
+    if (status == 0 && o->save_path && speaks() && !save_checkpoint(s, err)) status = fail(err);
     free(epochs);
     return status;
 }
 
+/* The cores this process may use (its affinity mask, which mpirun may have narrowed), shared
+ * with the other ranks on this host where they overlap: never more threads than the host's
+ * cores divided among its ranks. */
+static int default_threads(void) {
+    int mine = omp_get_num_procs();
+    long host = sysconf(_SC_NPROCESSORS_ONLN);
+    int fair = host > 0 ? (int)(host / distributed_local_ranks()) : mine;
+    int threads = mine < fair ? mine : fair;
+    return threads > 0 ? threads : 1;
+}
+
+/* Each rank takes an equal share of every batch: a usage error (exit 2) if the batch does not
+ * split, with the batch sizes nearest to it that do. */
+static bool check_batch_splits(const cli_options *o) {
+    int ranks = distributed_ranks(), below = o->batch / ranks * ranks;
+    if (o->eval_only || o->batch % ranks == 0) return true;
+    if (speaks())
+        fprintf(stderr,
+                "mlp_train: --batch %d does not split across %d ranks: each rank takes an equal "
+                "share of every batch, so the batch must be a multiple of %d (such as --batch "
+                "%d%s%d)\n",
+                o->batch, ranks, ranks, below > 0 ? below : below + ranks,
+                below > 0 ? " or " : ", ", below > 0 ? below + ranks : below + 2 * ranks);
+    return false;
+}
+
 static int run(run_state *s) {
     char err[ERR_SIZE];
-    s->threads = s->options.threads ? s->options.threads : omp_get_num_procs();
+    s->threads = s->options.threads ? s->options.threads : default_threads();
     cpu_set_threads(s->threads, s->options.impl);
     if (!choose_device(s, err) || !load_and_set_up(s, err) || !check_host_memory(s, err) ||
         !start_trainer(s, err))
@@ -357,12 +398,14 @@ static void cleanup(run_state *s) {
 int main(int argc, char **argv) {
     static run_state state;
     state.started = wall_seconds();
+    distributed_start(&argc, &argv);
     switch (cli_parse(argc, argv, &state.options)) {
-    case CLI_DONE: return 0;
-    case CLI_USAGE_ERROR: return 2;
+    case CLI_DONE: return distributed_finish(0);
+    case CLI_USAGE_ERROR: return distributed_finish(2);
     case CLI_RUN: break;
     }
+    if (!check_batch_splits(&state.options)) return distributed_finish(2);
     int status = run(&state);
     cleanup(&state);
-    return status;
+    return distributed_finish(status);
 }

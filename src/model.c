@@ -128,14 +128,14 @@ void mlp_forward(mlp_model *model, const float *x, int rows) {
     }
 }
 
-void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, bool for_training,
-              const pass_metrics *metrics, const pass_cursor *cursor) {
+void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, int batch_rows,
+              bool for_training, const pass_metrics *metrics, const pass_cursor *cursor) {
     const mlp_shape *s = &model->shape;
     int last = s->layers - 1;
     float *logit_grad = for_training ? model->deltas[last % 2] : NULL;
     float *bias_grad = for_training ? model->grads + s->bias_offset[last] : NULL;
     model->be->softmax_cross_entropy(model->be, model->activations[last], labels, rows,
-                                     s->width[s->layers], 1.0f / (float)rows, logit_grad, bias_grad,
+                                     s->width[s->layers], 1.0f / (float)batch_rows, logit_grad, bias_grad,
                                      metrics->row_loss, metrics->row_correct, metrics->prediction,
                                      cursor);
 }

@@ -65,12 +65,14 @@ typedef struct {
 
 /* Softmax cross-entropy of the logits against labels: each row's loss and correctness (and
  * prediction) into metrics, at the rows starting at cursor->first_row (0 if cursor is NULL).
- * With for_training, also the gradient of the mean loss w.r.t. the logits, kept for
- * mlp_backward, and the output layer's bias gradient. */
-void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, bool for_training,
-              const pass_metrics *metrics, const pass_cursor *cursor);
+ * With for_training, also the gradient w.r.t. the logits of the rows' summed loss divided by
+ * batch_rows, kept for mlp_backward, and the output layer's bias gradient: the gradient of the
+ * batch's mean loss when batch_rows == rows; when these rows are one rank's share of a batch of
+ * batch_rows rows, the ranks' gradients add up to that. */
+void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, int batch_rows,
+              bool for_training, const pass_metrics *metrics, const pass_cursor *cursor);
 
-/* Gradients of the mean loss w.r.t. every parameter into model->grads (overwritten, not added);
+/* Gradients of mlp_loss's loss w.r.t. every parameter into model->grads (overwritten, not added);
  * the output layer's bias gradient is mlp_loss's (for_training), so that call comes first. */
 void mlp_backward(mlp_model *model, const float *x, int rows);
 

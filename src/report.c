@@ -40,6 +40,9 @@ void report_header(FILE *out, const run_info *info) {
     fprintf(out, ", batch %d, %d epochs, seed %llu\n", o->batch, o->epochs,
             (unsigned long long)o->seed);
     fprintf(out, "execution: %s\n", execution_description(info->pass_mode));
+    if (info->all_reduce)
+        fprintf(out, "ranks: %d (%s), each a share of every batch, gradients summed by %s\n",
+                info->ranks, info->mpi_library, info->all_reduce);
     if (o->profile) report_startup(out, info->startup);
     fprintf(out, "%5s %10s %9s %10s %9s %9s %12s\n", "epoch", "train_loss", "train_acc",
             "test_loss", "test_acc", "time_s", "images/s");
@@ -143,6 +146,11 @@ static void json_config(FILE *out, const run_info *info) {
     fprintf(out, ", \"train_images\": %d, \"test_images\": %d, \"execution\": ",
             info->train_count, info->test_count);
     json_string(out, info->pass_mode);
+    fprintf(out, ", \"ranks\": %d, \"all_reduce\": ", info->ranks);
+    if (info->all_reduce)
+        json_string(out, info->all_reduce);
+    else
+        fprintf(out, "null");
     fprintf(out, "}");
 }
 

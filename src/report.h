@@ -32,6 +32,9 @@ typedef struct {
     int train_count, test_count;
     const char *pass_mode; /* trainer_pass_mode(): "direct", "recorded" or "whole" */
     const startup_times *startup;
+    int ranks;                  /* processes training the model (mpirun -np), 1 alone */
+    const char *all_reduce;     /* how their gradients are summed; NULL alone, not under mpirun */
+    const char *mpi_library;    /* e.g. "Open MPI v4.1.4" */
 } run_info;
 
 /* The run's description; with --profile, its start-up too. */

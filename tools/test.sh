@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command of the README (and of CI): set up and build, run every test (GPU tests skip
 # where there is no GPU), then build the CPU product alone with AddressSanitizer and
-# UndefinedBehaviorSanitizer and run the CPU tests again under them, then fuzz the IDX reader
-# and the checkpoint loader for FUZZ_SECONDS each (default 60; tools/fuzz.sh).
+# UndefinedBehaviorSanitizer and run the CPU tests again under them, then build it without MPI
+# (mpirun's data parallelism is optional) and run the command-line test on that, then fuzz the
+# IDX reader and the checkpoint loader for FUZZ_SECONDS each (default 60; tools/fuzz.sh).
 # Usage: tools/test.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +19,12 @@ cmake -S "$root" -B "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DM
 cmake --build "$root/build-sanitize" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs" -L cpu
+
+echo "== CPU-only build without MPI (build-no-mpi/)"
+cmake -S "$root" -B "$root/build-no-mpi" -DCMAKE_BUILD_TYPE=Release -DMLP_CUDA=OFF -DMLP_MPI=OFF \
+    >/dev/null
+cmake --build "$root/build-no-mpi" -j "$jobs" --target mlp_train
+"$root/tests/cli_test.sh" "$root/build-no-mpi/mlp_train" "$root/data/mnist"
 
 echo "== fuzzing (build-fuzz/)"
 status=0

@@ -1,0 +1,82 @@
+/* NCCL for the GPU backend (see gpu_nccl.h). The communicator is set up once, through MPI: rank 0
+ * asks NCCL for a unique id, MPI broadcasts it, and every rank joins with it on its own GPU (the
+ * backend's device, its place on the host). The all-reduce is queued on the backend's stream like
+ * any kernel, so it runs inside a recorded step too: NCCL supports capture into CUDA graphs (since
+ * NCCL 2.9), in the thread-local capture mode the backend uses, provided every rank records and
+ * replays the same collectives in the same order, which every rank's trainer does. */
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "../src/distributed.h"
+#include "cuda_check.h"
+#include "gpu_nccl.h"
+#include "gpu_state.h"
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 9, 0)
+#error "NCCL 2.9 or later is needed: earlier ones cannot be captured into CUDA graphs"
+#endif
+
+struct gpu_nccl {
+    ncclComm_t comm;
+    char name[48]; /* "NCCL 2.28.9 all-reduce": all_reduce_name */
+};
+
+namespace {
+
+/* NCCL's own account of its last error, where it keeps one (2.13 on). */
+const char *last_error(ncclComm_t comm) {
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
+    return ncclGetLastError(comm);
+#else
+    (void)comm;
+    return nullptr;
+#endif
+}
+
+[[noreturn]] void nccl_fail(const char *call, ncclResult_t status, ncclComm_t comm,
+                            const char *file, int line) {
+    const char *detail = last_error(comm);
+    std::fprintf(stderr, "mlp_train: rank %d of %d: NCCL error: %s%s%s\n  in %s\n  at %s:%d\n",
+                 distributed_rank(), distributed_ranks(), ncclGetErrorString(status),
+                 detail && *detail ? ": " : "", detail ? detail : "", call, file, line);
+    std::exit(1); /* distributed.c's exit hook ends the other ranks */
+}
+
+#define NCCL_CHECK(call, comm)                                                                     \
+    do {                                                                                           \
+        ncclResult_t status_ = (call);                                                             \
+        if (status_ != ncclSuccess) nccl_fail(#call, status_, comm, __FILE__, __LINE__);           \
+    } while (0)
+
+void all_reduce_sum(backend *be, float *data, size_t n) {
+    gpu_state *gpu = gpu_of(be);
+    NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, gpu->stream),
+               gpu->nccl->comm);
+}
+
+} // namespace
+
+void gpu_backend_join(backend *be) {
+    gpu_state *gpu = gpu_of(be);
+    gpu_nccl *nccl = new gpu_nccl{};
+    ncclUniqueId id{};
+    if (distributed_rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id), nullptr);
+    distributed_broadcast(&id, sizeof id);
+    NCCL_CHECK(ncclCommInitRank(&nccl->comm, distributed_ranks(), id, distributed_rank()), nullptr);
+    int version = 0;
+    NCCL_CHECK(ncclGetVersion(&version), nccl->comm);
+    std::snprintf(nccl->name, sizeof nccl->name, "NCCL %d.%d.%d all-reduce", version / 10000,
+                  version / 100 % 100, version % 100);
+    gpu->nccl = nccl;
+    be->rank = distributed_rank();
+    be->ranks = distributed_ranks();
+    be->all_reduce_sum = all_reduce_sum;
+    be->all_reduce_name = nccl->name;
+}
+
+void gpu_nccl_leave(gpu_nccl *nccl) {
+    NCCL_CHECK(ncclCommDestroy(nccl->comm), nccl->comm);
+    delete nccl;
+}

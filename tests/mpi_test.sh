@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Data parallelism under mpirun (docs/distributed.md), on the CPU, oversubscribed so that 2 cores
+# can hold 4 ranks. Skips (77) where Open MPI's mpirun is missing.
+# Usage: mpi_test.sh parameters TEST_DISTRIBUTED
+#          test_distributed on 1, 2 and 4 ranks: parameters after one step and after an epoch
+#          equal one rank's; then a rank that exits mid-job must end the job, not hang it
+#        mpi_test.sh parameters-gpu TEST_DISTRIBUTED
+#          the same on the GPU (NCCL), one rank per GPU: 1, 2, 4... ranks as the GPUs allow;
+#          skips (77) without a GPU
+#        mpi_test.sh training MLP_TRAIN DATA_DIR
+#          mlp_train on MNIST, 2 epochs at batch 512: mpirun -np 1 gives the bits of a run
+#          without mpirun, 2 and 4 ranks a test accuracy within 0.2 points of it; --save on 4
+#          ranks writes one whole file; a batch that does not split, a rank that fails and a
+#          rank that is killed each end the job with a message
+set -u
+mode=$1
+shift
+command -v mpirun >/dev/null || { echo "skipped: no mpirun (tools/setup.sh installs Open MPI)"; exit 77; }
+mpirun --version 2>&1 | grep -q 'Open MPI' || { echo "skipped: mpirun is not Open MPI's"; exit 77; }
+# Open MPI does not free what it allocates at start: LeakSanitizer (tools/test.sh's sanitized
+# build) looks for leaks in the runs without mpirun only
+launch=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe)
+[ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root) # Open MPI refuses root without it
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+# ends_with_message SECONDS PATTERN -- COMMAND...: the command must end within SECONDS (no hang),
+# with a status other than 0, and print PATTERN (an extended regular expression)
+ends_with_message() {
+    local seconds=$1 pattern=$2
+    shift 3
+    timeout "$seconds" "$@" >"$work/out" 2>&1
+    local status=$?
+    if [ $status -eq 124 ]; then
+        fail "still running after $seconds s (a hang): $*"
+    elif [ $status -eq 0 ]; then
+        fail "exit 0, wanted a failure: $*"
+    elif ! grep -Eq -- "$pattern" "$work/out"; then
+        fail "output lacks /$pattern/: $*"; tail -5 "$work/out" | sed 's/^/    /' >&2
+    else
+        echo "ends in $seconds s or less, exit $status, with /$pattern/: ${*: -4}"
+    fi
+}
+
+# run_test_distributed TEST_DISTRIBUTED DEVICE RANKS...: test_distributed on each number of ranks
+run_test_distributed() {
+    local test_distributed=$1 device=$2 ranks
+    shift 2
+    for ranks in "$@"; do
+        timeout 600 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np "$ranks" "$test_distributed" "$device" \
+            >"$work/out" 2>&1 || fail "$ranks ranks: test_distributed $device failed"
+        cat "$work/out"
+    done
+}
+
+parameters() {
+    run_test_distributed "$1" cpu 1 2 4
+    ends_with_message 60 'rank 1 exits with status 1' -- "${launch[@]}" -np 2 "$1" exit 1
+}
+
+parameters-gpu() {
+    local gpus ranks=() n
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    [ "$gpus" -gt 0 ] || { echo "skipped: no GPU"; exit 77; }
+    [ -z "${CUDA_VISIBLE_DEVICES:-}" ] || gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+    for n in 1 2 4 8; do [ "$n" -le "$gpus" ] && ranks+=("$n"); done
+    run_test_distributed "$1" gpu "${ranks[@]}"
+}
+
+training() {
+    local mlp_train=$1 data=$2 ranks
+    local run=(--device cpu --impl blas --data "$data" --epochs 2 --batch 512 --threads 1 --quiet)
+    "$mlp_train" "${run[@]}" --json --save "$work/alone.ckpt" >"$work/alone.json" 2>"$work/err" ||
+        { fail "mlp_train alone: $(tail -3 "$work/err")"; return; }
+    local alone
+    alone=$(grep -o '"test_accuracy": [0-9.e+-]*' "$work/alone.json" | tail -n 1 | cut -d' ' -f2)
+    echo "alone: test accuracy $alone"
+    for ranks in 1 2 4; do
+        mkdir "$work/$ranks"
+        timeout 300 "${launch[@]}" -np $ranks "$mlp_train" "${run[@]}" --json \
+            --save "$work/$ranks/model.ckpt" >"$work/$ranks.json" 2>"$work/err" ||
+            { fail "$ranks ranks: $(tail -3 "$work/err")"; continue; }
+        local accuracy
+        accuracy=$(grep -o '"test_accuracy": [0-9.e+-]*' "$work/$ranks.json" | tail -n 1 | cut -d' ' -f2)
+        echo "$ranks ranks: test accuracy $accuracy, $(grep -o '"all_reduce": "[^"]*"' "$work/$ranks.json")"
+        awk -v a="$accuracy" -v b="$alone" 'BEGIN { d = a - b; exit !(d <= 0.002 && d >= -0.002) }' ||
+            fail "$ranks ranks: test accuracy $accuracy, alone $alone: more than 0.2 points apart"
+        [ "$(ls "$work/$ranks")" = model.ckpt ] ||
+            fail "$ranks ranks: --save left $(ls "$work/$ranks" | tr '\n' ' ')(wanted model.ckpt alone)"
+        "$mlp_train" --device cpu --data "$data" --load "$work/$ranks/model.ckpt" --eval --json \
+            >"$work/eval.json" 2>"$work/err" || fail "$ranks ranks: the checkpoint does not load: $(cat "$work/err")"
+    done
+    cmp -s "$work/alone.ckpt" "$work/1/model.ckpt" ||
+        fail "mpirun -np 1 trained other bits than a run without mpirun"
+
+    ends_with_message 60 'does not split across 4 ranks.*--batch 508 or 512' -- \
+        "${launch[@]}" -np 4 "$mlp_train" "${run[@]}" --batch 510
+    # rank 1 cannot read its data while rank 0 trains and waits for it in the all-reduce
+    ends_with_message 120 'rank 1 of 2: .*nowhere' -- "${launch[@]}" -np 2 sh -c \
+        'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then exec "$@" --data "$0"; fi; exec "$@"' \
+        "$work/nowhere" "$mlp_train" "${run[@]}"
+    # rank 1 is killed mid-epoch
+    ends_with_message 120 'signal 9|killed|Killed' -- "${launch[@]}" -np 2 sh -c \
+        '"$@" & if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 3; kill -9 $!; fi; wait $!' sh \
+        "$mlp_train" "${run[@]}" --epochs 20
+}
+
+"$mode" "$@"
+[ $failures -eq 0 ] || exit 1
+echo "mpi_test $mode: passed"

@@ -1,0 +1,169 @@
+/* Data parallelism, run under mpirun -np N by mpi_test.sh. Each rank trains with a backend joined
+ * to the ranks (its share of every batch, the gradients summed by MPI on the CPU, NCCL on the GPU)
+ * and, alone, with a backend of its own (every row, no communication); the two must agree within
+ * float summation error after one step and after an epoch whose last batch is short, shorter
+ * than N included (some ranks then have no rows), with SGD and Adam, for two implementations (on
+ * the GPU each with steps queued directly and recorded as CUDA graphs, the all-reduce inside).
+ * With one rank they must agree to the bit, and every rank must hold the same bits as rank 0.
+ *
+ * Usage: test_distributed [cpu|gpu]   (gpu: one GPU per rank; exits 77 without a GPU)
+ *        test_distributed exit RANK   that rank exits with status 1 while the others wait in an
+ *                                     all-reduce: distributed.c's exit hook must end the job */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_select.h"
+#include "check.h"
+#include "cpu_backend.h"
+#include "distributed.h"
+#include "model_checks.h"
+#include "trainer.h"
+
+/* The ranks add their shares' gradients where one rank adds all rows at once: a different order
+ * of float additions, carried through a few updates. With SGD that measured at most 1.3e-8 (24
+ * runs of 2 and 4 ranks on the CPU). Adam divides each gradient by its own magnitude, so an
+ * element that sums to nearly zero may move by the whole learning rate either way: up to 7e-6
+ * measured. A wrong share or scale is off by 1e-2 or more. */
+#define SGD_ONE_STEP_BOUND 1e-6
+#define SGD_EPOCH_BOUND 1e-5
+#define ADAM_BOUND 1e-4
+
+/* Global batch 48 splits evenly across 1, 2, 3, 4, 6 and 8 ranks. */
+enum { BATCH = 48 };
+
+typedef struct {
+    const char *device, *impl;
+    bool record_steps;
+    optimizer_kind optimizer;
+    int samples; /* BATCH: one step; else steps with a short last batch */
+    uint64_t seed;
+} case_spec;
+
+static float *train(backend *be, const case_spec *c, size_t *count) {
+    dataset train, test;
+    synthetic_dataset(&train, c->samples, c->seed);
+    synthetic_dataset(&test, 100, c->seed + 1);
+    mlp_shape shape;
+    char err[128];
+    mlp_shape_make(&shape, train.features, (const int[]){32}, 1, DATASET_CLASSES, err, sizeof err);
+    float *initial = malloc(shape.param_count * sizeof(float));
+    mlp_init_parameters(&shape, c->seed, initial);
+    train_config config = {
+        .batch = BATCH,
+        .seed = c->seed,
+        .optimizer = {c->optimizer, c->optimizer == OPTIMIZER_ADAM ? 0.003f : 0.05f, 0.9f, 0.9f,
+                      0.999f, 1e-8f},
+        .record_steps = c->record_steps,
+    };
+    trainer *t = trainer_create(be, &shape, &train, &test, &config, initial, NULL, 0, 0);
+    epoch_result result;
+    if (!trainer_run_epoch(t, 1, &result, err, sizeof err)) fprintf(stderr, "%s\n", err);
+    float *params, *state;
+    int arrays, step, epochs;
+    trainer_export(t, &params, &state, &arrays, &step, &epochs);
+    *count = shape.param_count;
+    trainer_destroy(t);
+    free(state);
+    free(initial);
+    dataset_free(&train);
+    dataset_free(&test);
+    return params;
+}
+
+/* Rank 0's parameters, to compare every rank's bits with. */
+static bool same_as_rank_0(const float *params, size_t count) {
+    float *rank_0 = malloc(count * sizeof(float));
+    memcpy(rank_0, params, count * sizeof(float));
+    distributed_broadcast(rank_0, count * sizeof(float));
+    bool same = memcmp(rank_0, params, count * sizeof(float)) == 0;
+    free(rank_0);
+    return same;
+}
+
+static backend *create(const char *device, const char *impl, bool joined) {
+    char err[256];
+    backend *be = backend_create(device, impl, err, sizeof err);
+    if (!be || (joined && !backend_join_ranks(be, err, sizeof err))) {
+        fprintf(stderr, "test_distributed: %s\n", err);
+        exit(1);
+    }
+    return be;
+}
+
+static double bound_for(const case_spec *c) {
+    if (distributed_ranks() == 1) return 0.0;
+    if (c->optimizer == OPTIMIZER_ADAM) return ADAM_BOUND;
+    return c->samples == BATCH ? SGD_ONE_STEP_BOUND : SGD_EPOCH_BOUND;
+}
+
+/* alone: a backend of this process only; joined: one of the ranks. */
+static void check_case(backend *alone, backend *joined, const case_spec *c) {
+    int rank = distributed_rank(), ranks = distributed_ranks();
+    size_t n, m;
+    float *reference = train(alone, c, &n);
+    float *shared = train(joined, c, &m);
+    double difference = relative_difference(shared, reference, n), bound = bound_for(c);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s%s, %s, %d samples (%s)", c->device, c->impl,
+             c->record_steps ? " recorded" : "", optimizer_name(c->optimizer), c->samples,
+             c->samples == BATCH ? "one step" : "one epoch");
+    CHECK(m == n && difference <= bound,
+          "rank %d of %d, %s: parameters differ from one rank's by %.3g (bound %.0e)", rank, ranks,
+          what, difference, bound);
+    CHECK(same_as_rank_0(shared, n), "rank %d of %d, %s: not the bits of rank 0", rank, ranks, what);
+    if (rank == 0) printf("%d ranks, %s: relative difference %.3g\n", ranks, what, difference);
+    free(reference);
+    free(shared);
+}
+
+static void check_implementation(const char *device, const char *impl, uint64_t seed) {
+    backend *alone = create(device, impl, false), *joined = create(device, impl, true);
+    /* one step; 3 full batches and 7 rows; 3 full batches and 1 row (fewer rows than ranks) */
+    const int samples[] = {BATCH, 3 * BATCH + 7, 3 * BATCH + 1};
+    bool can_record = alone->record_begin != NULL;
+    for (int recorded = 0; recorded <= (can_record ? 1 : 0); recorded++)
+        for (int kind = OPTIMIZER_SGD; kind <= OPTIMIZER_ADAM; kind++)
+            for (int s = 0; s < 3; s++)
+                check_case(alone, joined,
+                           &(case_spec){device, impl, recorded, (optimizer_kind)kind, samples[s],
+                                        seed + s});
+    alone->destroy(alone);
+    joined->destroy(joined);
+}
+
+/* One rank leaves with an error while the others wait for it in an all-reduce. */
+static int exit_on_rank(int failing) {
+    if (distributed_rank() == failing) {
+        fprintf(stderr, "test_distributed: rank %d exits with status 1, on purpose\n", failing);
+        exit(1);
+    }
+    float x = 1.0f;
+    distributed_sum(&x, 1);
+    fprintf(stderr, "test_distributed: FAIL: the all-reduce completed without rank %d\n", failing);
+    return distributed_finish(1);
+}
+
+int main(int argc, char **argv) {
+    distributed_start(&argc, &argv);
+    if (argc == 3 && strcmp(argv[1], "exit") == 0) return exit_on_rank(atoi(argv[2]));
+    const char *device = argc > 1 ? argv[1] : "cpu";
+    char why[256];
+    if (!distributed_launched() || (strcmp(device, "gpu") == 0 && !gpu_available(why, sizeof why))) {
+        fprintf(stderr, "test_distributed: skipped: %s\n",
+                distributed_launched() ? why : "run it under mpirun (mpi_test.sh does)");
+        distributed_finish(0);
+        return TEST_SKIP_STATUS;
+    }
+    cpu_set_threads(1, "tiled");
+    uint64_t seed = distributed_rank() == 0 ? test_seed("test_distributed") : 0;
+    distributed_broadcast(&seed, sizeof seed); /* every rank trains on the same data */
+    check_implementation(device, "blas", seed);
+    check_implementation(device, "tiled", seed);
+    /* The verdict, the same on every rank: the failures summed over the ranks. Agreed on, it
+     * needs no MPI_Abort: every rank finishes cleanly, then exits with it. */
+    float failures = (float)test_failures;
+    distributed_sum(&failures, 1);
+    test_exit_status("test_distributed");
+    distributed_finish(0);
+    return failures > 0 ? 1 : 0;
+}

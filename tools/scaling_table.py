@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Markdown tables of how training scales with processes, threads and GPUs, from the JSON that
+`mlp_train --json` prints (one file per run; tools/device_run.sh's mpi and multigpu stages).
+
+Runs are grouped by device, implementation and batch size. In each group the baseline is the
+run without mpirun on the fewest cores (CPU: ranks x threads) or GPUs; every run's speedup is
+the baseline's median epoch time over its own, and its efficiency the speedup per core (CPU) or
+per GPU. Where the run was profiled (--profile), the all-reduce's milliseconds per step and its
+share of the epoch are shown; test accuracy is given as a difference from the baseline's.
+
+Usage: scaling_table.py [--title TEXT] RUN.json...
+"""
+import argparse
+import json
+import math
+import statistics
+
+
+def load(path):
+    with open(path) as f:
+        run = json.load(f)
+    config = run["config"]
+    epochs = run["epochs"]
+    times = [e["time_s"] for e in epochs]
+    median = statistics.median(times)
+    steps = math.ceil(config["train_images"] / config["batch"])
+    allreduce = None
+    if "phases" in epochs[0]:
+        per_epoch = [e["phases"]["allreduce"]["ms"] for e in epochs]
+        allreduce = statistics.median(per_epoch) / steps
+    ranks = config.get("ranks", 1)
+    return {
+        "device": config["device"],
+        "impl": config["impl"],
+        "batch": config["batch"],
+        "ranks": ranks,
+        "threads": config["threads"],
+        "launched": config.get("all_reduce") is not None,
+        "execution": config["execution"],
+        "epoch_s": median,
+        "images_per_s": config["train_images"] / median,
+        "allreduce_ms": allreduce,
+        "steps": steps,
+        "accuracy": run["test_accuracy"],
+    }
+
+
+def resources(run):
+    """Cores on the CPU (ranks x threads), GPUs on the GPU."""
+    return run["ranks"] if run["device"] == "gpu" else run["ranks"] * run["threads"]
+
+
+def label(run):
+    if not run["launched"]:
+        return "alone"
+    return f"mpirun -np {run['ranks']}"
+
+
+def table(runs, title):
+    lines = []
+    if title:
+        lines += [f"**{title}**", ""]
+    gpu = runs[0]["device"] == "gpu"
+    unit = "GPUs" if gpu else "ranks x threads"
+    lines.append(f"| impl | batch | run | {unit} | execution | epoch (median) | images/s | "
+                 f"speedup | efficiency | allreduce ms/step | test acc (vs baseline) |")
+    lines.append("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    groups = {}
+    for run in runs:
+        groups.setdefault((run["device"], run["impl"], run["batch"]), []).append(run)
+    for key in sorted(groups):
+        group = sorted(groups[key], key=lambda r: (resources(r), r["launched"], r["ranks"]))
+        base = group[0]
+        for run in group:
+            speedup = base["epoch_s"] / run["epoch_s"]
+            efficiency = speedup * resources(base) / resources(run)
+            shape = str(run["ranks"]) if gpu else f"{run['ranks']} x {run['threads']}"
+            allreduce = ""
+            if run["allreduce_ms"] is not None:
+                share = run["allreduce_ms"] * run["steps"] / (1000 * run["epoch_s"])
+                allreduce = f"{run['allreduce_ms']:.3f} ({100 * share:.0f}%)"
+            accuracy = 100 * run["accuracy"]
+            delta = 100 * (run["accuracy"] - base["accuracy"])
+            lines.append(
+                f"| {run['impl']} | {run['batch']} | {label(run)} | {shape} | {run['execution']} | "
+                f"{1000 * run['epoch_s']:.1f} ms | {run['images_per_s']:,.0f} | {speedup:.2f}x | "
+                f"{100 * efficiency:.0f}% | {allreduce} | {accuracy:.2f}% ({delta:+.2f}) |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--title", default="")
+    parser.add_argument("runs", nargs="+")
+    args = parser.parse_args()
+    runs = [load(path) for path in args.runs]
+    by_device = {}
+    for run in runs:
+        by_device.setdefault(run["device"], []).append(run)
+    print("\n\n".join(table(group, args.title) for group in by_device.values()))
+
+
+if __name__ == "__main__":
+    main()
