@@ -23,6 +23,8 @@
 #   ladder    the GEMM ladder (docs/kernels.md): its test under compute-sanitizer memcheck (small
 #             shapes) and racecheck (tiny shapes) and in full, then mlp_bench on every rung and cuBLAS in
 #             each precision (256..4096 and the MLP's shapes) into ladder.csv, and its table
+#   study     tools/study.sh, the parallel-computing study, on this build: docs/study (REPORT.md,
+#             PNGs, results.json) regenerated here and copied into out/study
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RESULTS:-$root/out}
@@ -220,6 +222,15 @@ stage_ladder() {
         --shape-contains 4096x4096x4096 | tee "$out/ladder.md"
     python3 tools/bench_table.py "$out/ladder.csv" --shape-contains b512 --shape-contains b16 \
         --impl tiled,pipelined,blas >"$out/ladder_mlp.md"
+    return $status
+}
+
+stage_study() {
+    tools/study.sh --mlp-train "$mlp" --mlp-bench "$build/mlp_bench" --data "$data" 2>&1 | tee "$out/study.log"
+    local status=${PIPESTATUS[0]}
+    rm -rf "$out/study" && cp -r docs/study "$out/study"
+    sed -n '/^## 1\./,/^## 2\./p' docs/study/REPORT.md | grep '^|' # the implementations table
+    grep -o '[^.]* is [0-9.]*x its 1-worker time[^.]*' docs/study/REPORT.md
     return $status
 }
 
