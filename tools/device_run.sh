@@ -43,6 +43,8 @@
 #             global batch 512, 2048 and 8192, 2 epochs, with --profile for the all-reduce's time
 #             (multigpu_epochs.md, multigpu_allreduce.md); then compute-sanitizer memcheck on a
 #             2-rank run. NCCL_NVLS_ENABLE=0 throughout
+#   study     tools/study.sh, the parallel-computing study, on this build: docs/study (REPORT.md,
+#             PNGs, results.json) regenerated here and copied into out/study
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RESULTS:-$root/out}
@@ -444,6 +446,15 @@ stage_multigpu() ( # a subshell: its environment stays its own
     [ $s -eq 0 ] || status=1
     return $status
 )
+
+stage_study() {
+    tools/study.sh --mlp-train "$mlp" --mlp-bench "$build/mlp_bench" --data "$data" 2>&1 | tee "$out/study.log"
+    local status=${PIPESTATUS[0]}
+    rm -rf "$out/study" && cp -r docs/study "$out/study"
+    sed -n '/^## 1\./,/^## 2\./p' docs/study/REPORT.md | grep '^|' # the implementations table
+    grep -o '[^.]* is [0-9.]*x its 1-worker time[^.]*' docs/study/REPORT.md
+    return $status
+}
 
 status=0
 for stage in "$@"; do
