@@ -6,6 +6,7 @@
 # Usage: tools/device_run.sh STAGE...
 #   build     configure and build build-device/ (Release, native CPU code, CUDA for this GPU)
 #   test      every CTest test (CPU and GPU)
+#   gputest   the GPU's CTest tests alone (label gpu; CI runs the CPU's)
 #   sanitize  compute-sanitizer memcheck, racecheck and initcheck on the GPU test programs
 #   ncu       Nsight Compute on the first steps' kernels, selected by NVTX range
 #   train     10 epochs of each GPU implementation at batch 64 and 512
@@ -65,12 +66,14 @@ stage_build() {
 }
 
 stage_test() {
-    ctest --test-dir "$build" --output-on-failure -j 4 >"$out/ctest.log" 2>&1
+    ctest --test-dir "$build" --output-on-failure -j 4 "$@" >"$out/ctest.log" 2>&1
     local status=$?
     grep -E 'Test +#|tests passed|FAIL|Skipped|Not Run' "$out/ctest.log" | sed 's/  */ /g'
     [ $status -eq 0 ] || grep -B2 -A12 -E 'FAIL|\*\*\*Failed' "$out/ctest.log" | head -80
     return $status
 }
+
+stage_gputest() { stage_test -L gpu; }
 
 stage_sanitize() {
     local status=0
