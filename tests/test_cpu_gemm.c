@@ -58,6 +58,7 @@ static const struct {
     {100, 70, 1100},  /* deeper than a panel (KC): C accumulated over K steps; a 6-wide edge */
     {2000, 10, 600},  /* narrow C: computed transposed, several panels in both directions */
     {12, 128, 16},    /* whole register tiles only, no edge anywhere */
+    {33, 1024, 70},   /* B's rows 4 KiB apart (unpadded): the tiled GEMM packs it */
 };
 enum { SHAPE_COUNT = sizeof SHAPES / sizeof SHAPES[0] };
 
