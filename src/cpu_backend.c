@@ -248,7 +248,7 @@ void cpu_backend_join(backend *be) {
     be->rank = distributed_rank();
     be->ranks = distributed_ranks();
     be->all_reduce_sum = all_reduce_sum;
-    be->all_reduce_name = distributed_sum_method();
+    be->all_reduce_name = "MPI_Allreduce";
 }
 
 /* OpenMP's threads and those of OpenBLAS's pthreads build both spin for a while after their

@@ -34,13 +34,9 @@ int distributed_local_ranks(void); /* ranks on this host */
 /* The MPI library, e.g. "Open MPI v4.1.4", or "no MPI". */
 const char *distributed_library(void);
 
-/* data[0..n) = its sum over the ranks, in place, in host memory: through a window of shared
- * memory where every rank is on one host, MPI_Allreduce otherwise. Every rank calls it with the
- * same n, and gets the same bits. */
+/* data[0..n) = its sum over the ranks, in place, in host memory (MPI_Allreduce). Every rank calls
+ * it with the same n. */
 void distributed_sum(float *data, size_t n);
-
-/* How distributed_sum sums, for the run's description. */
-const char *distributed_sum_method(void);
 
 /* bytes of data from rank 0 to every rank (MPI_Bcast). */
 void distributed_broadcast(void *data, size_t bytes);

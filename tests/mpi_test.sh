@@ -2,8 +2,7 @@
 # Data parallelism under mpirun (docs/distributed.md), on the CPU, oversubscribed so that 2 cores
 # can hold 4 ranks. Skips (77) where Open MPI's mpirun is missing.
 # Usage: mpi_test.sh parameters TEST_DISTRIBUTED
-#          test_distributed on 1, 2 and 4 ranks (and on 2 and 3 with MLP_ALL_REDUCE=mpi):
-#          parameters after one step and after an epoch
+#          test_distributed on 1, 2 and 4 ranks: parameters after one step and after an epoch
 #          equal one rank's; then a rank that exits mid-job must end the job, not hang it
 #        mpi_test.sh parameters-gpu TEST_DISTRIBUTED
 #          the same on the GPU (NCCL), one rank per GPU: 1, 2, 4... ranks as the GPUs allow;
@@ -54,16 +53,14 @@ run_test_distributed() {
     local test_distributed=$1 device=$2 ranks
     shift 2
     for ranks in "$@"; do
-        timeout 600 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 ${MLP_ALL_REDUCE:+-x MLP_ALL_REDUCE} \
-            -np "$ranks" "$test_distributed" "$device" \
+        timeout 600 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np "$ranks" "$test_distributed" "$device" \
             >"$work/out" 2>&1 || fail "$ranks ranks: test_distributed $device failed"
         cat "$work/out"
     done
 }
 
 parameters() {
-    run_test_distributed "$1" cpu 1 2 4 # the ranks share this host: sums in shared memory
-    MLP_ALL_REDUCE=mpi run_test_distributed "$1" cpu 2 3 # the other way: MPI_Allreduce
+    run_test_distributed "$1" cpu 1 2 4
     ends_with_message 60 'rank 1 exits with status 1' -- "${launch[@]}" -np 2 "$1" exit 1
 }
 

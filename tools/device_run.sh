@@ -375,15 +375,12 @@ stage_mpi() {
     done
     scaling_table "CPU, $cores cores: $(lscpu | sed -n 's/^Model name: *//p')" "$out/mpi_cpu.md" \
         "$out"/mpi_cpu_*.json || status=1
-    # the all-reduce at the most ranks: the sums in shared memory (the default on one host), then
-    # MPI_Allreduce with each of Open MPI's algorithms (0: its own choice)
+    # the all-reduce at the most ranks, with each of Open MPI's algorithms (0: its own choice)
     ranks=1
     while [ $((ranks * 2)) -le "$cores" ]; do ranks=$((ranks * 2)); done
-    scaling_run mpi_allreduce_shared "${mpirun_command[@]}" -np $ranks --use-hwthread-cpus \
-        --map-by slot:PE=1 "$mlp" --device cpu --impl blas --batch 512 --threads 1 --profile || status=1
     for algorithm in 0 1 2 3 4 5 6; do
         scaling_run "mpi_allreduce_$algorithm" "${mpirun_command[@]}" -np $ranks --use-hwthread-cpus \
-            --map-by slot:PE=1 -x MLP_ALL_REDUCE=mpi --mca coll_tuned_use_dynamic_rules 1 \
+            --map-by slot:PE=1 --mca coll_tuned_use_dynamic_rules 1 \
             --mca coll_tuned_allreduce_algorithm $algorithm "$mlp" --device cpu --impl blas --batch 512 \
             --threads 1 --profile || status=1
     done
@@ -391,17 +388,14 @@ stage_mpi() {
 import json, math, statistics, sys
 names = ["Open MPI's choice", "basic linear", "nonoverlapping", "recursive doubling", "ring",
          "segmented ring", "Rabenseifner"]
-print(f"\n**blas, batch 512, {sys.argv[1]} ranks x 1 thread: the sums in shared memory, and MPI_Allreduce "
-      "with each of Open MPI's algorithms (MLP_ALL_REDUCE=mpi)**\n")
-print("| all-reduce | epoch (median) | allreduce ms/step |\n|---|---:|---:|")
+print(f"\n**blas, batch 512, {sys.argv[1]} ranks x 1 thread: Open MPI's all-reduce algorithms**\n")
+print("| coll_tuned_allreduce_algorithm | epoch (median) | allreduce ms/step |\n|---|---:|---:|")
 for path in sys.argv[2:]:
-    d = json.load(open(path)); which = path.rsplit("_", 1)[1].split(".")[0]
+    d = json.load(open(path)); algorithm = int(path.rsplit("_", 1)[1].split(".")[0])
     steps = math.ceil(d["config"]["train_images"] / d["config"]["batch"])
     epoch = statistics.median(e["time_s"] for e in d["epochs"])
     allreduce = statistics.median(e["phases"]["allreduce"]["ms"] for e in d["epochs"]) / steps
-    label = "shared-memory window (default)" if which == "shared" else \
-        f"MPI_Allreduce, coll_tuned_allreduce_algorithm {which} ({names[int(which)]})"
-    print(f"| {label} | {1000 * epoch:.1f} ms | {allreduce:.3f} |")
+    print(f"| {algorithm} ({names[algorithm]}) | {1000 * epoch:.1f} ms | {allreduce:.3f} |")
 PY
     # the single-GPU NCCL proof: test_distributed on one rank (the parameters of NCCL's path, in
     # queued and in recorded steps, are the bits of a lone backend's), then training with the
