@@ -98,6 +98,12 @@ stage_sanitize() {
     local s=$?
     echo "compute-sanitizer memcheck mlp_train --impl tiled --data host --overlap: exit $s; $(grep 'ERROR SUMMARY' "$out/sanitize_mlp_train.log")"
     [ $s -eq 0 ] || status=1
+    # BF16: the operands rounded into the reserved workspace, inside recorded steps
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl tiled --precision bf16 \
+        --data "$data" --epochs 1 --batch 1000 --quiet >"$out/sanitize_mlp_train_bf16.log" 2>&1
+    s=$?
+    echo "compute-sanitizer memcheck mlp_train --impl tiled --precision bf16: exit $s; $(grep 'ERROR SUMMARY' "$out/sanitize_mlp_train_bf16.log")"
+    [ $s -eq 0 ] || status=1
     return $status
 }
 
