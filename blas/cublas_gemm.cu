@@ -45,6 +45,13 @@ void cublas_gemm_tf32(cublasHandle_t handle, bool trans_a, bool trans_b, int m, 
             CUBLAS_COMPUTE_32F_FAST_TF32);
 }
 
+void cublas_gemm_fast_bf16(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,
+                           float alpha, const float *a, int lda, const float *b, int ldb,
+                           float beta, float *c, int ldc) {
+    gemm_ex(handle, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, CUDA_R_32F,
+            CUBLAS_COMPUTE_32F_FAST_16BF);
+}
+
 void cublas_gemm_bf16(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,
                       float alpha, const __nv_bfloat16 *a, int lda, const __nv_bfloat16 *b, int ldb,
                       float beta, float *c, int ldc) {

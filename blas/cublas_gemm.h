@@ -22,6 +22,12 @@ void cublas_gemm_tf32(cublasHandle_t handle, bool trans_a, bool trans_b, int m, 
                       float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                       float *c, int ldc);
 
+/* FP32 A, B and C with CUBLAS_COMPUTE_32F_FAST_16BF: cuBLAS may convert A and B to BF16 (or
+ * TF32) for the tensor cores, FP32 accumulate; the training GEMM of --precision bf16. */
+void cublas_gemm_fast_bf16(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,
+                           float alpha, const float *a, int lda, const float *b, int ldb,
+                           float beta, float *c, int ldc);
+
 /* BF16 A and B, FP32 C and accumulation: the contract of gpu_gemm_bf16_mma. */
 void cublas_gemm_bf16(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,
                       float alpha, const __nv_bfloat16 *a, int lda, const __nv_bfloat16 *b, int ldb,

@@ -2,8 +2,9 @@
  * stream and returns at once; only download() and synchronize() wait. A timing stamp is a CUDA
  * event on that stream, and a recording is a CUDA graph captured from it. The naive, tiled and
  * blas implementations differ only in their GEMM: the naive or tiled kernels of kernels/, or
- * cuBLAS. The fused implementation is the tiled one plus a whole training pass in one
- * persistent kernel (fused_pass.cu). */
+ * cuBLAS; in TF32 and BF16 (--precision), the tensor-core rungs of the GEMM ladder or cuBLAS's
+ * reduced-precision compute types. The fused implementation is the tiled one plus a whole
+ * training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include "cuda_check.h"
 #include "gpu_backend.h"
 #include "gpu_kernels.h"
+#include "gemm_ladder.h"
 #include "fused_pass.h"
 #include "gpu_state.h"
 #ifdef MLP_HAVE_NCCL
@@ -37,16 +39,103 @@ void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                    c, ldc, epilogue);
 }
 
-/* cublasSgemm has no epilogue: it follows as element-wise kernels (one more pass over C). */
+/* For the GEMMs without an epilogue of their own (cuBLAS, the tensor-core rungs of the ladder):
+ * the unfused element-wise kernels, one more pass over C (M×N, row stride ldc). */
+void apply_epilogue(gpu_state *gpu, float *c, int m, int n, int ldc, const gemm_epilogue *epilogue) {
+    if (!epilogue) return;
+    if (epilogue->bias || epilogue->relu)
+        gpu_bias_activation(gpu->stream, c, epilogue->bias, m, n, ldc, epilogue->relu);
+    if (epilogue->relu_mask) gpu_relu_backward(gpu->stream, c, epilogue->relu_mask, m, n, ldc);
+}
+
+/* TF32 tensor cores (gemm_tf32_mma.cu: FP32 in memory, each factor rounded to TF32 as it enters
+ * them). Hopper's wgmma rung only for NT, where both operands are K-major in memory: for the
+ * other layouts it transposes 4 bytes per copy and is slower than mma.sync (docs/kernels.md). */
+void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc, const gemm_epilogue *epilogue) {
+    gpu_state *gpu = gpu_of(be);
+    if (gpu->wgmma && !ta && tb)
+        gpu_gemm_tf32_wgmma(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b,
+                            ldb, beta, c, ldc);
+    else
+        gpu_gemm_tf32_mma(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb,
+                          beta, c, ldc);
+    apply_epilogue(gpu, c, m, n, ldc, epilogue);
+}
+
+/* A rows×cols operand (row stride ld) rounded to BF16 into `out`, with the same stride: the whole
+ * span from its first element to its last, the gaps between rows included, in one launch. */
+const __nv_bfloat16 *round_operand(gpu_state *gpu, const float *x, int rows, int cols, int ld,
+                                   __nv_bfloat16 *out) {
+    size_t span = rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
+    if (span > gpu->operand_capacity) {
+        std::fprintf(stderr,
+                     "mlp_train: internal error: a BF16 GEMM operand spans %zu floats, but only "
+                     "%zu were reserved (reserve_gemm_operands)\n",
+                     span, gpu->operand_capacity);
+        std::exit(1);
+    }
+    gpu_round_to_bf16(gpu->stream, x, span, out);
+    return out;
+}
+
+/* BF16 tensor cores (gemm_bf16_mma.cu, or its wgmma rung on Hopper, faster for every layout):
+ * they take BF16 operands, so A and B are rounded into the backend's workspace first, two
+ * element-wise passes that FP32 and TF32 do not pay. */
+void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc, const gemm_epilogue *epilogue) {
+    gpu_state *gpu = gpu_of(be);
+    const __nv_bfloat16 *a16 = round_operand(gpu, a, ta ? k : m, ta ? m : k, lda, gpu->bf16_a);
+    const __nv_bfloat16 *b16 = round_operand(gpu, b, tb ? n : k, tb ? k : n, ldb, gpu->bf16_b);
+    if (gpu->wgmma)
+        gpu_gemm_bf16_wgmma(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a16, lda,
+                            b16, ldb, beta, c, ldc);
+    else
+        gpu_gemm_bf16_mma(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b16,
+                          ldb, beta, c, ldc);
+    apply_epilogue(gpu, c, m, n, ldc, epilogue);
+}
+
+/* BF16 rounding needs room for the largest A and B; grown only between steps (see backend.h). */
+void reserve_bf16_operands(backend *be, size_t floats) {
+    gpu_state *gpu = gpu_of(be);
+    if (floats <= gpu->operand_capacity) return;
+    CUDA_CHECK(cudaStreamSynchronize(gpu->stream)); /* the old buffers may still be read */
+    if (gpu->bf16_a) CUDA_CHECK(cudaFree(gpu->bf16_a));
+    if (gpu->bf16_b) CUDA_CHECK(cudaFree(gpu->bf16_b));
+    gpu->bf16_a = static_cast<__nv_bfloat16 *>(gpu_alloc_or_exit(floats * sizeof(__nv_bfloat16)));
+    gpu->bf16_b = static_cast<__nv_bfloat16 *>(gpu_alloc_or_exit(floats * sizeof(__nv_bfloat16)));
+    gpu->operand_capacity = floats;
+}
+
+/* cuBLAS has no epilogue: it follows as element-wise kernels (one more pass over C). */
 void gemm_cublas(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc,
                  const gemm_epilogue *epilogue) {
     gpu_state *gpu = gpu_of(be);
     cublas_gemm(gpu->cublas, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    if (!epilogue) return;
-    if (epilogue->bias || epilogue->relu)
-        gpu_bias_activation(gpu->stream, c, epilogue->bias, m, n, ldc, epilogue->relu);
-    if (epilogue->relu_mask) gpu_relu_backward(gpu->stream, c, epilogue->relu_mask, m, n, ldc);
+    apply_epilogue(gpu, c, m, n, ldc, epilogue);
+}
+
+/* FP32 data, CUBLAS_COMPUTE_32F_FAST_TF32: cuBLAS rounds the factors to TF32 itself. */
+void gemm_cublas_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc, const gemm_epilogue *epilogue) {
+    gpu_state *gpu = gpu_of(be);
+    cublas_gemm_tf32(gpu->cublas, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    apply_epilogue(gpu, c, m, n, ldc, epilogue);
+}
+
+/* FP32 data, CUBLAS_COMPUTE_32F_FAST_16BF: cuBLAS converts the factors itself (to BF16, or to
+ * TF32 where it finds that faster), so no BF16 copies are made here. */
+void gemm_cublas_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc, const gemm_epilogue *epilogue) {
+    gpu_state *gpu = gpu_of(be);
+    cublas_gemm_fast_bf16(gpu->cublas, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    apply_epilogue(gpu, c, m, n, ldc, epilogue);
 }
 
 /* ---- memory ---- */
@@ -195,6 +284,8 @@ void destroy(backend *be) {
     if (gpu->cublas) CUBLAS_CHECK(cublasDestroy(gpu->cublas));
     if (gpu->cublas_workspace) CUDA_CHECK(cudaFree(gpu->cublas_workspace));
     if (gpu->gemm_workspace.data) CUDA_CHECK(cudaFree(gpu->gemm_workspace.data));
+    if (gpu->bf16_a) CUDA_CHECK(cudaFree(gpu->bf16_a));
+    if (gpu->bf16_b) CUDA_CHECK(cudaFree(gpu->bf16_b));
     gpu_softmax_scratch_destroy(gpu->softmax_scratch);
     CUDA_CHECK(cudaStreamDestroy(gpu->stream));
     delete gpu;
@@ -203,32 +294,52 @@ void destroy(backend *be) {
 
 struct gpu_impl {
     const char *name;
-    gemm_fn *gemm;
+    gemm_fn *gemm[PRECISION_COUNT]; /* by gemm_precision; NULL: not in that precision */
     bool fused; /* a whole pass in one persistent kernel, the tiled kernels for the rest */
     const char *description;
 };
 
 const gpu_impl gpu_impls[] = {
-    {"naive", gemm_naive, false, "naive CUDA kernels"},
-    {"tiled", gemm_tiled, false, "tiled CUDA kernels"},
-    {"blas", gemm_cublas, false, "cuBLAS"},
-    {"fused", gemm_tiled, true, "fused persistent kernel, tiled kernels for the test pass"},
+    {"naive", {gemm_naive, nullptr, nullptr}, false, "naive CUDA kernels"},
+    {"tiled", {gemm_tiled, gemm_tiled_tf32, gemm_tiled_bf16}, false, "tiled CUDA kernels"},
+    {"blas", {gemm_cublas, gemm_cublas_tf32, gemm_cublas_bf16}, false, "cuBLAS"},
+    {"fused", {gemm_tiled, gemm_tiled_tf32, gemm_tiled_bf16}, true,
+     "fused persistent kernel, tiled kernels for the test pass"},
 };
+
+const char *const precision_descriptions[PRECISION_COUNT] = {
+    "", ", TF32 tensor cores", ", BF16 tensor cores"};
+
+/* The persistent kernel multiplies in FP32 only: in TF32 or BF16, --impl fused trains step by
+ * step with the tiled kernels in that precision, and says so (the trainer prints `why`). */
+bool fused_pass_supported_in_precision(backend *be, const training_pass *pass, char *why,
+                                       size_t why_size) {
+    if (be->precision != PRECISION_FP32) {
+        std::snprintf(why, why_size,
+                      "the persistent kernel multiplies in FP32 only, so --precision %s runs the "
+                      "tiled kernels' %s tensor-core GEMMs",
+                      gemm_precision_name(be->precision), gemm_precision_name(be->precision));
+        return false;
+    }
+    return fused_pass_supported(be, pass, why, why_size);
+}
 
 /* cuBLAS's recommended workspace on Hopper. Given to cuBLAS once, so that it never allocates
  * one itself, which it could not do while a step is being captured into a graph. */
 constexpr size_t CUBLAS_WORKSPACE_BYTES = size_t(32) << 20;
 
-void fill_table(backend *be, const gpu_impl *chosen) {
+void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
     be->device_name = "gpu";
     be->impl_name = chosen->name;
+    be->precision = precision;
     be->alloc = device_alloc;
     be->release = device_release;
     be->upload = upload;
     be->download = download;
     be->synchronize = synchronize;
     be->memory_available = memory_available;
-    be->gemm = chosen->gemm;
+    be->gemm = chosen->gemm[precision];
+    if (be->gemm == gemm_tiled_bf16) be->reserve_gemm_operands = reserve_bf16_operands;
     be->softmax_cross_entropy = softmax_cross_entropy;
     be->column_sums = column_sums;
     be->sum = sum;
@@ -246,7 +357,7 @@ void fill_table(backend *be, const gpu_impl *chosen) {
     be->replay = replay;
     be->recording_destroy = recording_destroy;
     if (chosen->fused) {
-        be->pass_supported = fused_pass_supported;
+        be->pass_supported = fused_pass_supported_in_precision;
         be->run_pass = fused_pass_run;
     }
     be->stamp_create = stamp_create;
@@ -295,34 +406,37 @@ extern "C" bool gpu_device_available(char *why, size_t why_size) {
 
 extern "C" void gpu_use_device(int device) { CUDA_CHECK(cudaSetDevice(device)); }
 
-extern "C" backend *gpu_backend_create(const char *impl, int device) {
+extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precision precision) {
     const gpu_impl *chosen = nullptr;
     for (const gpu_impl &candidate : gpu_impls)
         if (std::strcmp(impl, candidate.name) == 0) chosen = &candidate;
-    if (!chosen) return nullptr;
+    if (!chosen || unsigned(precision) >= PRECISION_COUNT || !chosen->gemm[precision])
+        return nullptr;
 
     gpu_state *gpu = new gpu_state{};
     CUDA_CHECK(cudaSetDevice(device));
     cudaDeviceProp properties;
     CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->stream, cudaStreamNonBlocking));
-    if (chosen->gemm == gemm_cublas) {
+    if (chosen->gemm[PRECISION_FP32] == gemm_cublas) {
         gpu->cublas = cublas_gemm_handle(gpu->stream, false);
         gpu->cublas_workspace = gpu_alloc_or_exit(CUBLAS_WORKSPACE_BYTES);
         CUBLAS_CHECK(cublasSetWorkspace(gpu->cublas, gpu->cublas_workspace, CUBLAS_WORKSPACE_BYTES));
     }
-    if (chosen->gemm == gemm_tiled) {
+    if (chosen->gemm[PRECISION_FP32] == gemm_tiled) {
         gpu->gemm_workspace.floats = GPU_GEMM_WORKSPACE_FLOATS;
         gpu->gemm_workspace.data =
             static_cast<float *>(gpu_alloc_or_exit(GPU_GEMM_WORKSPACE_FLOATS * sizeof(float)));
+        gpu->wgmma = gpu_gemm_wgmma_available();
     }
     gpu->softmax_scratch = gpu_softmax_scratch_create();
-    if (chosen->fused) gpu->fused = fused_pass_create();
+    if (chosen->fused && precision == PRECISION_FP32) gpu->fused = fused_pass_create();
 
     backend *be = new backend{};
     be->state = gpu;
-    fill_table(be, chosen);
-    std::snprintf(be->description, sizeof be->description, "%.64s, %d SMs, %s", properties.name,
-                  properties.multiProcessorCount, chosen->description);
+    fill_table(be, chosen, precision);
+    std::snprintf(be->description, sizeof be->description, "%.64s, %d SMs, %s%s", properties.name,
+                  properties.multiProcessorCount, chosen->description,
+                  precision_descriptions[precision]);
     return be;
 }

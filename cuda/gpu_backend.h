@@ -19,9 +19,10 @@ bool gpu_device_available(char *why, size_t why_size);
 int gpu_device_count(void);
 
 /* impl "naive", "tiled", "blas" or "fused" on CUDA device `device` (0 alone; a rank's place on
- * its host under mpirun); NULL for another name. Exits with a message if the device cannot be
- * set up. */
-backend *gpu_backend_create(const char *impl, int device);
+ * its host under mpirun), its GEMMs multiplying in `precision` (tiled, blas and fused: FP32, TF32
+ * or BF16; naive: FP32 only); NULL for another name or a precision the implementation lacks.
+ * Exits with a message if the device cannot be set up. */
+backend *gpu_backend_create(const char *impl, int device, gemm_precision precision);
 
 /* Makes device the calling thread's current CUDA device (gpu_backend_create does so only for
  * the thread that calls it). */

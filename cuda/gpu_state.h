@@ -3,6 +3,7 @@
 #define MLP_GPU_STATE_H
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "../src/backend.h"
@@ -14,6 +15,11 @@ struct gpu_state {
     cublasHandle_t cublas;              /* blas implementation only */
     void *cublas_workspace;             /* its workspace, fixed so that its calls can be recorded */
     gpu_gemm_workspace gemm_workspace;  /* tiled implementation only: split-K's partial sums */
+    bool wgmma;                         /* the tensor-core GEMMs may use Hopper's wgmma rungs */
+    /* tiled in BF16 only: A and B rounded to BF16 before each product, `operand_capacity`
+     * elements each (reserve_gemm_operands sets it, before any step is recorded) */
+    __nv_bfloat16 *bf16_a, *bf16_b;
+    size_t operand_capacity;
     gpu_softmax_scratch softmax_scratch; /* the output bias gradient's partial sums */
     struct fused_pass *fused;           /* fused implementation only (fused_pass.cu) */
     struct gpu_nccl *nccl;              /* under mpirun: the ranks' communicator (gpu_nccl.cu) */

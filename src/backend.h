@@ -44,6 +44,15 @@ typedef struct {
     const float *relu_mask;
 } gemm_epilogue;
 
+/* What a GEMM multiplies in (--precision). Only the products change: every matrix stays FP32 in
+ * memory and the sums are FP32. TF32 keeps 10 bits of each factor's mantissa, BF16 7, as the
+ * factors enter the GPU's tensor cores; the CPU implementations multiply in FP32 only. */
+typedef enum { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16, PRECISION_COUNT } gemm_precision;
+
+static inline const char *gemm_precision_name(gemm_precision p) {
+    return p == PRECISION_TF32 ? "tf32" : p == PRECISION_BF16 ? "bf16" : "fp32";
+}
+
 /* C = epilogue(alpha * op(A) * op(B) + beta * C); epilogue NULL means none.
  * op(A) is M×K (A itself is K×M when trans_a), op(B) is K×N (B is N×K when trans_b), C is M×N.
  * beta == 0 means C is only written, never read (so C may hold garbage or NaN on entry). */
@@ -95,6 +104,7 @@ typedef struct {
 struct backend {
     const char *device_name; /* "cpu" or "gpu" */
     const char *impl_name;   /* "naive", "tiled" or "blas" */
+    gemm_precision precision; /* of gemm's products, chosen when the backend is created */
     char description[128];   /* for reports, e.g. "NVIDIA H200, cuBLAS 13.0" */
     void *state;             /* the implementation's private state */
 
@@ -109,6 +119,13 @@ struct backend {
 
     /* ---- the math of one training step ---- */
     gemm_fn *gemm;
+
+    /* Optional (NULL where gemm needs no scratch memory): no later gemm call passes an A or B
+     * spanning more than `floats` floats ((rows - 1) * ld + cols). Called before any step is
+     * recorded (mlp_model_create calls it), so that a GEMM that copies its operands (the GPU's
+     * BF16 one rounds A and B to BF16 first) allocates room for them here, never while a step
+     * is being recorded. Calls with a smaller size than before change nothing. */
+    void (*reserve_gemm_operands)(backend *be, size_t floats);
 
     /* For each of rows rows of logits (rows×classes), stably, with o = cursor->first_row
      * (0 when cursor is NULL), the row's place in the pass:

@@ -25,7 +25,8 @@ bool gpu_available(char *why, size_t why_size) {
 
 #ifdef MLP_HAVE_CUDA
 /* One GPU per rank: the rank's place among the ranks on its host. */
-static backend *gpu_backend_for_rank(const char *impl, char *err, size_t err_size) {
+static backend *gpu_backend_for_rank(const char *impl, gemm_precision precision, char *err,
+                                     size_t err_size) {
     int gpus = gpu_device_count(), ranks_here = distributed_local_ranks();
     if (ranks_here > gpus) {
         snprintf(err, err_size,
@@ -34,14 +35,22 @@ static backend *gpu_backend_for_rank(const char *impl, char *err, size_t err_siz
                  ranks_here, gpus, gpus == 1 ? "" : "s", gpus, gpus == 1 ? "" : "s", gpus);
         return NULL;
     }
-    backend *be = gpu_backend_create(impl, distributed_local_rank());
-    if (!be) snprintf(err, err_size, "no implementation '%s' on the gpu", impl);
+    backend *be = gpu_backend_create(impl, distributed_local_rank(), precision);
+    if (!be)
+        snprintf(err, err_size, "no implementation '%s' on the gpu in %s", impl,
+                 gemm_precision_name(precision));
     return be;
 }
 #endif
 
-backend *backend_create(const char *device, const char *impl, char *err, size_t err_size) {
+backend *backend_create(const char *device, const char *impl, gemm_precision precision,
+                        char *err, size_t err_size) {
     if (strcmp(device, "cpu") == 0) {
+        if (precision != PRECISION_FP32) {
+            snprintf(err, err_size, "--precision %s: the CPU implementations multiply in FP32 only",
+                     gemm_precision_name(precision));
+            return NULL;
+        }
         backend *be = cpu_backend_create(impl);
         if (!be) snprintf(err, err_size, "no implementation '%s' on the cpu", impl);
         return be;
@@ -52,7 +61,7 @@ backend *backend_create(const char *device, const char *impl, char *err, size_t 
         return NULL;
     }
 #ifdef MLP_HAVE_CUDA
-    return gpu_backend_for_rank(impl, err, err_size);
+    return gpu_backend_for_rank(impl, precision, err, err_size);
 #else
     return NULL; /* not reached: gpu_available is false without CUDA */
 #endif

@@ -10,10 +10,12 @@
 /* True if this build has CUDA and a usable device is present; otherwise why not, in `why`. */
 bool gpu_available(char *why, size_t why_size);
 
-/* device "cpu" or "gpu", impl "naive", "tiled" or "blas" ("fused" on the GPU). NULL, with the
- * reason in err, if the combination cannot be had here. On the GPU each rank of a host takes its
+/* device "cpu" or "gpu", impl "naive", "tiled" or "blas" ("fused" on the GPU), its GEMMs
+ * multiplying in `precision` (the CPU and the naive kernels: FP32 only). NULL, with the reason in
+ * err, if the combination cannot be had here. On the GPU each rank of a host takes its
  * own device: the rank's place on the host (device 0 alone). */
-backend *backend_create(const char *device, const char *impl, char *err, size_t err_size);
+backend *backend_create(const char *device, const char *impl, gemm_precision precision,
+                        char *err, size_t err_size);
 
 /* Makes the calling thread one that may drive be: on the GPU, CUDA's current device is the
  * calling thread's own, and be may have been created on another thread. */

@@ -27,6 +27,8 @@ static const char USAGE[] =
     "  --graph on|off          GPU: record a training step once as a CUDA graph and replay\n"
     "                          it (default: on; off queues each kernel, and --profile then\n"
     "                          times each phase)\n"
+    "  --precision fp32|tf32|bf16  GPU tiled, blas, fused: the GEMMs' products on TF32\n"
+    "                          or BF16 tensor cores; data and sums stay FP32 (default: fp32)\n"
     "  --threads N             CPU threads for OpenMP and OpenBLAS (default: all cores,\n"
     "                          shared among the ranks on a host under mpirun)\n"
     "\n"
@@ -83,7 +85,7 @@ static const char USAGE[] =
 
 enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
-    OPT_GRAPH, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_SEED,
+    OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_SEED,
     OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
@@ -96,6 +98,7 @@ static const struct option LONG_OPTIONS[] = {
     {"pinned", no_argument, NULL, OPT_PINNED},
     {"overlap", no_argument, NULL, OPT_OVERLAP},
     {"graph", required_argument, NULL, OPT_GRAPH},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {"hidden", required_argument, NULL, OPT_HIDDEN},
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"batch", required_argument, NULL, OPT_BATCH},
@@ -165,6 +168,15 @@ static bool one_of(const char *option, const char *value, const char *const *cho
     for (int i = 0; choices[i]; i++)
         if (strcmp(value, choices[i]) == 0) return true;
     return usage_error("%s: unknown value '%s'", option, value);
+}
+
+static bool parse_precision(const char *text, cli_options *o) {
+    for (int p = 0; p < PRECISION_COUNT; p++)
+        if (strcmp(text, gemm_precision_name((gemm_precision)p)) == 0) {
+            o->precision = (gemm_precision)p;
+            return true;
+        }
+    return usage_error("--precision: unknown value '%s' (fp32, tf32 or bf16)", text);
 }
 
 static bool parse_hidden(const char *text, cli_options *o) {
@@ -239,6 +251,7 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
         o->graph = strcmp(arg, "on") == 0;
         o->graph_given = true;
         return one_of("--graph", arg, on_off);
+    case OPT_PRECISION: return parse_precision(arg, o);
     case OPT_HIDDEN: return parse_hidden(arg, o);
     case OPT_EPOCHS: return parse_int("--epochs", arg, 1, 1000000, &o->epochs);
     case OPT_BATCH: return parse_int("--batch", arg, 1, 65536, &o->batch);
@@ -274,6 +287,18 @@ static bool check_consistency(cli_options *o, bool pinned) {
         if (o->device && strcmp(o->device, "gpu") != 0)
             return usage_error("--impl fused runs on the GPU, not with --device %s", o->device);
         o->device = "gpu";
+    }
+    if (o->precision != PRECISION_FP32) {
+        const char *name = gemm_precision_name(o->precision);
+        if (o->device && strcmp(o->device, "cpu") == 0)
+            return usage_error("--precision %s needs the GPU's tensor cores; the CPU "
+                               "implementations multiply in FP32 only (use --device gpu, or "
+                               "--precision fp32)",
+                               name);
+        if (strcmp(o->impl, "naive") == 0)
+            return usage_error("--precision %s applies to --impl tiled, blas and fused; the naive "
+                               "kernels multiply in FP32 only",
+                               name);
     }
     if (o->feed.overlap || pinned) {
         if (o->feed.placement != DATA_HOST_PAGEABLE)

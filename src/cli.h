@@ -27,6 +27,7 @@ typedef struct {
     bool placement_given;
     bool graph;            /* record steps as CUDA graphs where possible */
     bool graph_given;
+    gemm_precision precision; /* of the GEMMs' products; FP32 unless --precision */
     bool profile, json, quiet, eval_only;
     const char *log_path, *save_path, *load_path;
 } cli_options;

@@ -108,6 +108,11 @@ static bool choose_device(run_state *s, char *err) {
         snprintf(err, ERR_SIZE, "--data host|device needs a GPU: %s", why);
         return false;
     }
+    if (o->precision != PRECISION_FP32) {
+        snprintf(err, ERR_SIZE, "--precision %s needs a GPU (the CPU multiplies in FP32 only): %s",
+                 gemm_precision_name(o->precision), why);
+        return false;
+    }
     s->device = "cpu";
     if (speaks()) fprintf(stderr, "mlp_train: no GPU (%s); training on the CPU\n", why);
     return true;
@@ -216,6 +221,7 @@ static bool check_device_memory(const run_state *s, char *err) {
  * each other. */
 typedef struct {
     const char *device, *impl;
+    gemm_precision precision;
     backend *be;
     char err[ERR_SIZE];
     double finished; /* wall_seconds() */
@@ -223,13 +229,15 @@ typedef struct {
 
 static void *create_backend(void *arg) {
     device_setup *setup = arg;
-    setup->be = backend_create(setup->device, setup->impl, setup->err, sizeof setup->err);
+    setup->be = backend_create(setup->device, setup->impl, setup->precision, setup->err,
+                               sizeof setup->err);
     setup->finished = wall_seconds();
     return NULL;
 }
 
 static bool load_and_set_up(run_state *s, char *err) {
-    device_setup setup = {.device = s->device, .impl = s->options.impl};
+    device_setup setup = {
+        .device = s->device, .impl = s->options.impl, .precision = s->options.precision};
     pthread_t thread;
     bool threaded = pthread_create(&thread, NULL, create_backend, &setup) == 0;
     if (!threaded) create_backend(&setup);

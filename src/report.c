@@ -40,6 +40,11 @@ void report_header(FILE *out, const run_info *info) {
     fprintf(out, ", batch %d, %d epochs, seed %llu\n", o->batch, o->epochs,
             (unsigned long long)o->seed);
     fprintf(out, "execution: %s\n", execution_description(info->pass_mode));
+    if (o->precision == PRECISION_FP32)
+        fprintf(out, "precision: fp32\n");
+    else
+        fprintf(out, "precision: %s products in the GEMMs; storage, sums and updates in FP32\n",
+                gemm_precision_name(o->precision));
     if (info->all_reduce)
         fprintf(out, "ranks: %d (%s), each a share of every batch, gradients summed by %s\n",
                 info->ranks, info->mpi_library, info->all_reduce);
@@ -128,6 +133,8 @@ static void json_config(FILE *out, const run_info *info) {
     json_string(out, info->device);
     fprintf(out, ", \"impl\": ");
     json_string(out, o->impl);
+    fprintf(out, ", \"precision\": ");
+    json_string(out, gemm_precision_name(o->precision));
     fprintf(out, ", \"device_description\": ");
     json_string(out, info->device_description);
     fprintf(out, ", \"dataset\": ");

@@ -37,6 +37,7 @@ quick=(--device cpu --impl blas --data "$data" --epochs 1 --batch 512 --quiet)
 
 # --help, --version
 expect 0 'Usage: mlp_train' -- "$mlp_train" --help
+expect 0 '--precision fp32\|tf32\|bf16' -- "$mlp_train" --help
 expect 0 '^mlp_train [0-9]+\.[0-9]+\.[0-9]+' -- "$mlp_train" --version
 
 # usage errors: exit 2 and a message naming the option
@@ -56,6 +57,14 @@ expect 2 "--graph: unknown value 'maybe'" -- "$mlp_train" --graph maybe
 expect 2 '--graph on records CUDA graphs: it needs --device gpu' -- "$mlp_train" --device cpu --graph on
 expect 2 '--graph on cannot replay steps that copy each batch' -- "$mlp_train" --device gpu --data host --graph on
 expect 2 '--impl fused runs on the GPU' -- "$mlp_train" --device cpu --impl fused
+expect 2 "--precision: unknown value 'fp16'" -- "$mlp_train" --precision fp16
+expect 2 "needs a value" -- "$mlp_train" --precision
+expect 2 '--precision bf16 needs the GPU.*CPU implementations multiply in FP32 only' -- \
+    "$mlp_train" --device cpu --precision bf16
+expect 2 '--precision tf32 needs the GPU.*CPU implementations multiply in FP32 only' -- \
+    "$mlp_train" --precision tf32 --device cpu --impl tiled
+expect 2 '--precision tf32 applies to --impl tiled, blas and fused' -- \
+    "$mlp_train" --device gpu --impl naive --precision tf32
 
 # no GPU: a clear runtime error (exit 1); where a GPU is present the run simply works
 checks=$((checks + 1))
@@ -66,6 +75,20 @@ if [ $status -eq 1 ]; then
 elif [ $status -ne 0 ]; then
     fail "--device gpu exited $status: $(tail -3 "$work/gpu")"
 fi
+
+# --precision without --device and without a GPU: a runtime error naming both (exit 1)
+checks=$((checks + 1))
+"$mlp_train" --precision bf16 --impl tiled --data "$data" --epochs 1 --batch 2048 --quiet >"$work/bf16" 2>&1
+status=$?
+if [ $status -eq 1 ]; then
+    grep -q -- '--precision bf16 needs a GPU' "$work/bf16" || fail "--precision bf16, no GPU: $(cat "$work/bf16")"
+elif [ $status -ne 0 ]; then
+    fail "--precision bf16 exited $status: $(tail -3 "$work/bf16")"
+fi
+
+# --precision fp32 on the CPU: the default, named in the header and in the JSON config
+expect 0 '^precision: fp32$' -- "$mlp_train" "${quick[@]}" --precision fp32
+expect 0 '"config": \{.*"precision": "fp32"' -- "$mlp_train" "${quick[@]}" --json
 
 # bad data: missing directory, a truncated file, a label out of range
 expect 1 "$work/nowhere: .*(No such file|neither)" -- "$mlp_train" --data "$work/nowhere" --device cpu

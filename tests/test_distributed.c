@@ -82,7 +82,7 @@ static bool same_as_rank_0(const float *params, size_t count) {
 
 static backend *create(const char *device, const char *impl, bool joined) {
     char err[256];
-    backend *be = backend_create(device, impl, err, sizeof err);
+    backend *be = backend_create(device, impl, PRECISION_FP32, err, sizeof err);
     if (!be || (joined && !backend_join_ranks(be, err, sizeof err))) {
         fprintf(stderr, "test_distributed: %s\n", err);
         exit(1);

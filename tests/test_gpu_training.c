@@ -1,8 +1,9 @@
 /* The GPU implementations as whole trainers: finite-difference gradient checks, agreement with
  * the CPU blas implementation after 50 training steps from the same seed (SGD and Adam),
  * bit-for-bit repeatability (no floating-point atomics anywhere), identical results from every
- * batch feed and from recorded (CUDA graph) and directly queued steps, and the fused persistent
- * kernel against the CPU on odd shapes. Exits 77 without a GPU. */
+ * batch feed and from recorded (CUDA graph) and directly queued steps, the fused persistent
+ * kernel against the CPU on odd shapes, and training in TF32 and BF16 (--precision) tracking
+ * FP32. Exits 77 without a GPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};
 #define AGREEMENT_BOUND 1e-4
 
 static void check_implementation(const char *impl, uint64_t seed) {
-    backend *be = gpu_backend_create(impl, 0);
+    backend *be = gpu_backend_create(impl, 0, PRECISION_FP32);
     double error = gradient_check_error(be, seed, 1.0f);
     CHECK(error < GRADIENT_CHECK_BOUND, "gpu %s: gradient check error %.3g >= %.3g", impl, error,
           GRADIENT_CHECK_BOUND);
@@ -54,7 +55,7 @@ static void check_feeds(uint64_t seed) {
     static const feed_options feeds[] = {{DATA_HOST_PAGEABLE, false}, {DATA_HOST_PINNED, false},
                                          {DATA_HOST_PINNED, true}};
     static const char *const names[] = {"host pageable", "host pinned", "host pinned overlapped"};
-    backend *be = gpu_backend_create("tiled", 0);
+    backend *be = gpu_backend_create("tiled", 0, PRECISION_FP32);
     synthetic_run run = {.optimizer = OPTIMIZER_SGD, .batch = 32, .steps = 50, .seed = seed,
                          .feed = {DATA_RESIDENT, false}};
     size_t n;
@@ -75,7 +76,7 @@ static void check_feeds(uint64_t seed) {
 /* Steps replayed from a CUDA graph run the same kernels with the same arguments as steps queued
  * one by one: the parameters must be the same to the bit. */
 static void check_recorded_steps(const char *impl, uint64_t seed) {
-    backend *be = gpu_backend_create(impl, 0);
+    backend *be = gpu_backend_create(impl, 0, PRECISION_FP32);
     for (int k = 0; k < 2; k++) {
         optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
         synthetic_run run = {.optimizer = kind, .batch = 32, .steps = 50, .seed = seed,
@@ -107,7 +108,7 @@ static void check_fused_pass(uint64_t seed) {
     /* MLP_TEST_SHAPES=small (compute-sanitizer, which is slow): the first two */
     const char *which = getenv("MLP_TEST_SHAPES");
     size_t count = which && strcmp(which, "small") == 0 ? 2 : sizeof shapes / sizeof shapes[0];
-    backend *be = gpu_backend_create("fused", 0);
+    backend *be = gpu_backend_create("fused", 0, PRECISION_FP32);
     backend *cpu = cpu_backend_create("blas");
     for (size_t i = 0; i < count; i++)
         for (int k = 0; k < 2; k++) {
@@ -141,6 +142,52 @@ static void check_fused_pass(uint64_t seed) {
     be->destroy(be);
 }
 
+/* Bounds on |loss − FP32's loss| / FP32's loss after two epochs of 50 recorded steps (SGD, batch
+ * 32, the synthetic 64-32-16-10 model), for the mean training loss of the second epoch and the
+ * test loss after it. Rounding the factors of every product (2^-11 relative for TF32, 2^-8 for
+ * BF16, in random directions) perturbs each gradient by far less than the batch's sampling noise
+ * does, so the runs should stay within a percent or so; the bounds leave room for that, while a
+ * broken GEMM (wrong transpose, unwritten output, missing epilogue) stalls or diverges the
+ * training and misses them by far more. Not calibrated on a GPU yet. */
+#define TF32_LOSS_BOUND 0.02
+#define BF16_LOSS_BOUND 0.05
+
+/* Training in TF32 and BF16 tracks FP32 on the same implementation, steps recorded as CUDA
+ * graphs (the BF16 rounding into the workspace included); fused falls back to its tiled
+ * kernels in those precisions, so its passes are recorded steps, not whole. */
+static void check_precisions(uint64_t seed) {
+    static const char *const impls[] = {"tiled", "blas", "fused"};
+    static const gemm_precision precisions[] = {PRECISION_TF32, PRECISION_BF16};
+    synthetic_run run = {.optimizer = OPTIMIZER_SGD, .batch = 32, .steps = 50, .seed = seed,
+                         .feed = {DATA_RESIDENT, false}, .record_steps = true, .epochs = 2};
+    for (int i = 0; i < 3; i++) {
+        size_t n;
+        synthetic_result fp32, result;
+        backend *be = gpu_backend_create(impls[i], 0, PRECISION_FP32);
+        free(train_synthetic(be, &run, &n, &fp32));
+        be->destroy(be);
+        for (int p = 0; p < 2; p++) {
+            const char *name = gemm_precision_name(precisions[p]);
+            double bound = precisions[p] == PRECISION_TF32 ? TF32_LOSS_BOUND : BF16_LOSS_BOUND;
+            be = gpu_backend_create(impls[i], 0, precisions[p]);
+            free(train_synthetic(be, &run, &n, &result));
+            be->destroy(be);
+            double train_gap = fabs(result.train_loss - fp32.train_loss) / fp32.train_loss;
+            double test_gap = fabs(result.test_loss - fp32.test_loss) / fp32.test_loss;
+            CHECK(train_gap < bound && test_gap < bound,
+                  "gpu %s in %s: losses %.5g (train) and %.5g (test), FP32's %.5g and %.5g: "
+                  "%.3g and %.3g apart, bound %.3g",
+                  impls[i], name, result.train_loss, result.test_loss, fp32.train_loss,
+                  fp32.test_loss, train_gap, test_gap, bound);
+            CHECK(result.test_loss < 0.9 * result.initial_test_loss,
+                  "gpu %s in %s: test loss %.5g from %.5g: it did not learn", impls[i], name,
+                  result.test_loss, result.initial_test_loss);
+            CHECK(strcmp(result.pass_mode, "recorded") == 0, "gpu %s in %s: passes ran %s, not recorded",
+                  impls[i], name, result.pass_mode);
+        }
+    }
+}
+
 int main(void) {
     char why[256];
     if (!gpu_device_available(why, sizeof why)) {
@@ -158,5 +205,6 @@ int main(void) {
     for (int i = 0; i < 3; i++) check_recorded_steps(IMPLS[i], seed);
     check_fused_pass(seed);
     check_feeds(seed);
+    check_precisions(seed);
     return test_exit_status("test_gpu_training");
 }

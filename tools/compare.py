@@ -11,6 +11,10 @@ Contenders (GPU, --device gpu):
   PyTorch graph  tools/pytorch_mlp.py --modes graph: the whole step captured as a CUDA graph,
                  fused SGD
   JAX scan   tools/jax_mlp.py: the whole epoch one jitted lax.scan, matmul precision "highest"
+  --precisions fp32 tf32 bf16: each of tiled, blas and fused also with --precision tf32 and bf16
+             (the GEMMs' products on tensor cores): rows of their own, not counted as the fastest
+             mlp_train (the peers train in FP32), and a table of each against its FP32 run: epoch
+             ms and test accuracy, the difference in points, and the goal (within 0.3 points)
 CPU (--device cpu): --impl naive, tiled, blas at each --threads count, against PyTorch eager
 on the CPU at the same thread count (add jax-scan to --peers for JAX on the CPU).
 
@@ -37,6 +41,8 @@ that fails or runs past --timeout is reported as such; neither stops the others.
 
   GPU: tools/compare.py --device gpu --batch 16 64 512 2048 --json compare_gpu.json > compare_gpu.md
   CPU: tools/compare.py --device cpu --batch 512 --threads 1 16 --epochs 2
+  Precision: tools/compare.py --impls tiled blas fused --graph on --peers --batch 64 512 \
+                 --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16
 
 Progress goes to stderr, the Markdown to stdout, everything measured to --json. Exit status: 0,
 or 1 when a contender or a whole-process run failed or timed out (after printing everything);
@@ -63,6 +69,7 @@ GOAL_RATIO = 2.0                                 # fastest mlp_train vs best pee
 GOAL_BATCHES = (16, 64, 512, 2048)
 MOONSHOTS = ((512, 2e-3), (16, 40e-3))           # (batch, epoch time in seconds)
 WALL_GOAL_S, WALL_GOAL_ACCURACY = 0.3, 0.978     # 10 epochs at batch 512 (the defaults), whole process
+PRECISION_GOAL_POINTS = 0.3                      # TF32 and BF16 test accuracy against FP32's
 
 # peer key -> (column label, script, mode inside the script)
 PEERS = {
@@ -89,16 +96,22 @@ def log_outcome(where, o):
 # The contenders
 
 def our_contenders(args):
-    """mlp_train's variants: dicts with key, label, impl, graph (None: not passed)."""
+    """mlp_train's variants: dicts with key, label, impl, graph (None: not passed), precision."""
     contenders = []
-    for impl in args.impls:
-        if args.device == "cpu" or impl == "fused":  # --graph: GPU only, and fused ignores it
-            contenders.append({"key": impl, "label": impl, "kind": "mlp_train", "impl": impl, "graph": None})
-            continue
-        for graph in args.graph:
-            key = impl if graph == "on" else f"{impl}-nograph"
-            label = f"{impl} graph" if graph == "on" else f"{impl} no graph"
-            contenders.append({"key": key, "label": label, "kind": "mlp_train", "impl": impl, "graph": graph})
+    for precision in args.precisions:
+        suffix = "" if precision == "fp32" else f"-{precision}"
+        for impl in args.impls:
+            if precision != "fp32" and impl == "naive":  # FP32 only
+                continue
+            if args.device == "cpu" or impl == "fused":  # --graph: GPU only, and fused ignores it
+                contenders.append({"key": impl + suffix, "label": impl + suffix.replace("-", " "), "kind": "mlp_train",
+                                   "impl": impl, "graph": None, "precision": precision})
+                continue
+            for graph in args.graph:
+                key = (impl if graph == "on" else f"{impl}-nograph") + suffix
+                label = (f"{impl} graph" if graph == "on" else f"{impl} no graph") + suffix.replace("-", " ")
+                contenders.append({"key": key, "label": label, "kind": "mlp_train", "impl": impl, "graph": graph,
+                                   "precision": precision})
     return contenders
 
 
@@ -134,7 +147,7 @@ def run_process(command, timeout):
     return done, time.monotonic() - start
 
 
-def mlp_train_command(args, impl, batch, epochs, threads, graph, lr):
+def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="fp32"):
     command = [str(args.mlp_train), "--device", args.device, "--impl", impl, "--data", str(args.data),
                "--batch", str(batch), "--epochs", str(epochs), "--hidden", args.hidden,
                "--seed", str(args.seed), "--json", "--quiet"]
@@ -142,6 +155,8 @@ def mlp_train_command(args, impl, batch, epochs, threads, graph, lr):
         command += ["--lr", repr(lr)]
     if graph:
         command += ["--graph", graph]
+    if precision != "fp32":
+        command += ["--precision", precision]
     if threads:
         command += ["--threads", str(threads)]
     return command
@@ -153,7 +168,7 @@ def run_ours(args, contender, batch, threads):
     if contender["impl"] == "fused" and args.device == "cpu":
         return outcome(contender, batch, threads, "skipped", "--impl fused is GPU only")
     command = mlp_train_command(args, contender["impl"], batch, args.epochs, threads, contender["graph"],
-                                learning_rate(args, batch))
+                                learning_rate(args, batch), contender["precision"])
     done, wall = run_process(command, args.timeout)
     if done is None:
         return outcome(contender, batch, threads, "timeout", f"past {args.timeout} s", command=command)
@@ -169,7 +184,8 @@ def run_ours(args, contender, batch, threads):
     note = ""
     if contender["graph"] == "on" and config.get("execution") != "recorded":
         note = f"asked for --graph on, ran '{config.get('execution')}'"
-    return outcome(contender, batch, threads, "ok", note, epoch_s=statistics.median(times[1:]),
+    return outcome(contender, batch, threads, "ok", note, precision=config.get("precision", "fp32"),
+                   epoch_s=statistics.median(times[1:]),
                    epoch_times_s=times, test_accuracy=result["test_accuracy"],
                    train_accuracy=result["epochs"][-1].get("train_accuracy"), lr=config.get("lr"),
                    execution=config.get("execution"), description=config.get("device_description"),
@@ -237,7 +253,8 @@ def cell(o, figure):
 
 
 def fastest(outcomes, kind):
-    ok = [o for o in outcomes if o["kind"] == kind and o["status"] == "ok"]
+    """The fastest of a kind; of mlp_train's, FP32 runs only: the peers train in FP32."""
+    ok = [o for o in outcomes if o["kind"] == kind and o["status"] == "ok" and o.get("precision", "fp32") == "fp32"]
     return min(ok, key=lambda o: o["epoch_s"]) if ok else None
 
 
@@ -282,6 +299,52 @@ def markdown_tables(args, contenders, rows, summary):
         cells = [cell(outcomes.get(c["key"]), lambda o: f"{100 * o['test_accuracy']:.2f}%") for c in contenders]
         lines.append("| " + " | ".join(row_lead(threads, batch) + cells) + " |")
     return lines
+
+
+def precision_rows(args, contenders, rows):
+    """Each TF32 and BF16 run against the FP32 run of the same implementation and --graph, at the
+    same batch: dicts for the JSON, the table and the goal."""
+    fp32 = {(c["impl"], c["graph"]): c["key"] for c in contenders if c.get("precision") == "fp32"}
+    found = []
+    for (threads, batch), outcomes in rows.items():
+        for c in contenders:
+            if c.get("precision", "fp32") == "fp32" or (c["impl"], c["graph"]) not in fp32:
+                continue
+            o, base = outcomes.get(c["key"]), outcomes.get(fp32[(c["impl"], c["graph"])])
+            if not o or not base or o["status"] != "ok" or base["status"] != "ok":
+                found.append({"batch": batch, "contender": c["label"], "status": "not measured"})
+                continue
+            found.append({"batch": batch, "contender": c["label"], "impl": c["impl"], "precision": c["precision"],
+                          "status": "ok", "epoch_s": o["epoch_s"], "fp32_epoch_s": base["epoch_s"],
+                          "test_accuracy": o["test_accuracy"], "fp32_test_accuracy": base["test_accuracy"],
+                          "points": 100 * (o["test_accuracy"] - base["test_accuracy"]),
+                          "execution": o.get("execution")})
+    return found
+
+
+def precision_lines(args, found):
+    """The precision table and its goal: within PRECISION_GOAL_POINTS of FP32's test accuracy."""
+    lines = ["", f"Reduced precision against FP32 (same implementation, batch and seed; {args.epochs} epochs):", "",
+             "| batch | run | epoch ms | FP32 epoch ms | speed-up | test acc | FP32 test acc | difference (points) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in found:
+        if r["status"] != "ok":
+            lines.append(f"| {r['batch']} | {r['contender']} | {r['status']} | | | | | |")
+            continue
+        run = r["contender"] + (f" (steps: {r['execution']})" if r["impl"] == "fused" else "")  # the fallback
+        lines.append(f"| {r['batch']} | {run} | {milliseconds(r['epoch_s'])} | "
+                     f"{milliseconds(r['fp32_epoch_s'])} | {r['fp32_epoch_s'] / r['epoch_s']:.2f}× | "
+                     f"{100 * r['test_accuracy']:.2f}% | {100 * r['fp32_test_accuracy']:.2f}% | {r['points']:+.2f} |")
+    measured = [r for r in found if r["status"] == "ok"]
+    worst = max(measured, key=lambda r: abs(r["points"]), default=None)
+    goal = f"TF32 and BF16: test accuracy within {PRECISION_GOAL_POINTS:g} points of FP32"
+    if not worst or len(measured) < len(found):
+        status, value = "not measured" if not worst else "not yet (runs missing)", "–"
+    else:
+        status = "met" if abs(worst["points"]) <= PRECISION_GOAL_POINTS else "not yet"
+        value = f"worst {worst['points']:+.2f} points ({worst['contender']}, batch {worst['batch']})"
+    lines += ["", "| goal | measured | status |", "|---|---|---|", f"| {goal} | {value} | {status} |"]
+    return lines, {"goal": goal, "measured": value, "status": status}
 
 
 def goals(args, summary, wall):
@@ -420,6 +483,9 @@ def parse_arguments():
                         help="mlp_train implementations (default: naive tiled blas, and fused on the GPU)")
     parser.add_argument("--graph", nargs="+", default=["on", "off"], choices=["on", "off"],
                         help="GPU: --graph settings for naive, tiled and blas (default: both)")
+    parser.add_argument("--precisions", nargs="+", default=["fp32"], choices=["fp32", "tf32", "bf16"],
+                        help="GPU: --precision of the GEMMs for tiled, blas and fused (default: fp32); with "
+                             "more than one, a table against FP32 and the accuracy goal")
     parser.add_argument("--naive-min-batch", type=int, default=0,
                         help="run --impl naive only from this batch size on (it is slow at small batches)")
     parser.add_argument("--peers", nargs="*", choices=list(PEERS),
@@ -452,6 +518,10 @@ def parse_arguments():
         args.wall_runs = 3 if args.device == "gpu" else 0
     if args.device != "cpu":
         args.threads = []
+    elif args.precisions != ["fp32"]:
+        parser.error("--precisions: the CPU multiplies in FP32 only")
+    if "fp32" not in args.precisions:
+        args.precisions.insert(0, "fp32")  # the runs the others are compared with
     return args
 
 
@@ -504,6 +574,11 @@ def main():
         lines += [f"| {g['goal']} | {g['measured']} | {g['status']} |" for g in goal_rows]
     if wall and wall.get("walls_s"):
         lines += ["", wall_line(wall)]
+    precision, precision_goal = [], None
+    if len(args.precisions) > 1:
+        precision = precision_rows(args, ours, rows)
+        precision_table, precision_goal = precision_lines(args, precision)
+        lines += precision_table
     notes = sorted({f"{o['label']}: {o['status']}: {o['note']}" for o in outcomes
                     if o["status"] not in ("ok",) and o["note"]} |
                    {f"{o['label']}, batch {o['batch']}: {o['note']}" for o in outcomes
@@ -519,8 +594,9 @@ def main():
             "machine": machine, "gpu": gpu, "versions": found, "peer_runs": runs,
             "settings": {"epochs": args.epochs, "batches": args.batch, "threads": args.threads, "hidden": args.hidden,
                          "seed": args.seed, "lr": {b: learning_rate(args, b) for b in args.batch},
-                         "naive_min_batch": args.naive_min_batch},
+                         "naive_min_batch": args.naive_min_batch, "precisions": args.precisions},
             "contenders": contenders, "results": outcomes, "summary": summary, "goals": goal_rows,
+            "precision": precision, "precision_goal": precision_goal,
             "wall_check": wall, "markdown": markdown}, indent=1) + "\n")
     failures = [o for o in outcomes if o["status"] in ("failed", "timeout")]
     if failures or (wall and wall.get("failures")):

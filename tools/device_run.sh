@@ -15,6 +15,10 @@
 #   compare   tools/compare.py: every GPU implementation (--graph on and off) against PyTorch
 #             eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and 2048,
 #             and whole 10-epoch processes at batch 512 (compare_gpu.md, compare_gpu.json)
+#   precision --precision fp32, tf32 and bf16 for tiled, blas and fused (fused falls back to tiled
+#             in TF32 and BF16): 10 epochs at batch 64 and 512, epoch ms and test accuracy against
+#             FP32 in points, and the goal (within 0.3 points) (tools/compare.py --precisions;
+#             precision.md, precision.json)
 #   odd       shapes the tests do not use: GEMMs of odd sizes (all transposes, every GPU GEMM),
 #             training with odd widths and batches on each GPU implementation, Fashion-MNIST
 #   example   the README's line: mlp_train --impl tiled --batch 512 (3 epochs)
@@ -93,6 +97,12 @@ stage_sanitize() {
         --data "$data" --epochs 1 --batch 1000 --quiet >"$out/sanitize_mlp_train.log" 2>&1
     local s=$?
     echo "compute-sanitizer memcheck mlp_train --impl tiled --data host --overlap: exit $s; $(grep 'ERROR SUMMARY' "$out/sanitize_mlp_train.log")"
+    [ $s -eq 0 ] || status=1
+    # BF16: the operands rounded into the reserved workspace, inside recorded steps
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl tiled --precision bf16 \
+        --data "$data" --epochs 1 --batch 1000 --quiet >"$out/sanitize_mlp_train_bf16.log" 2>&1
+    s=$?
+    echo "compute-sanitizer memcheck mlp_train --impl tiled --precision bf16: exit $s; $(grep 'ERROR SUMMARY' "$out/sanitize_mlp_train_bf16.log")"
     [ $s -eq 0 ] || status=1
     return $status
 }
@@ -189,6 +199,15 @@ stage_compare() {
         2>"$out/compare_gpu.log" | tee "$out/compare_gpu.md"
     local s=${PIPESTATUS[0]}
     [ "$s" -eq 0 ] || tail -20 "$out/compare_gpu.log"
+    return "$s"
+}
+
+stage_precision() {
+    python3 tools/compare.py --mlp-train "$mlp" --data "$data" --device gpu --impls tiled blas fused \
+        --graph on --peers --batch 64 512 --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16 \
+        --json "$out/precision.json" 2>"$out/precision.log" | tee "$out/precision.md"
+    local s=${PIPESTATUS[0]}
+    [ "$s" -eq 0 ] || tail -20 "$out/precision.log"
     return "$s"
 }
 
