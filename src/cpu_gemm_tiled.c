@@ -8,8 +8,8 @@
  *   for jc in steps of NC:                  columns of C
  *     for pc in steps of KC:                depth
  *       the KC×NC panel of op(B), as NR-wide strips                  -> L2 of every core
- *         (read in place where B is row-major; packed where it is transposed, or for a strip
- *          narrower than NR; all threads pack, then one barrier)
+ *         (read in place where B is row-major; packed where it is transposed or its rows are
+ *          4 KiB apart, or for a strip narrower than NR; all threads pack, then one barrier)
  *       for each tile of the M×NC block of C this thread owns, row strip by row strip:
  *         the MR×KC strip of op(A), read in place                     -> L1
  *         micro-kernel: MR×NR accumulators += A strip × B strip        (registers)
@@ -28,8 +28,9 @@
  * Reading in place: the micro-kernel broadcasts one value of A per row of the strip and step
  * of K, so A needs no particular layout; only the bottom edge strip (fewer than MR rows) is
  * copied and zero-padded. It reads NR contiguous values of B per step of K, which a row-major
- * B has; a transposed B is packed into strips laid out as the micro-kernel reads them, and so
- * is a last strip narrower than NR (zero-padded: the micro-kernel always computes a full tile
+ * B has; a transposed B (or one whose rows are a multiple of 4 KiB apart: b_read_in_place) is
+ * packed into strips laid out as the micro-kernel reads them, and so is a last strip narrower
+ * than NR (zero-padded: the micro-kernel always computes a full tile
  * and only the valid part is stored). The MLP's large products (NN forward, TN weight gradient)
  * copy only the last few rows of A (512 and 784 are not multiples of 6); its NT input gradient
  * packs B = W^T, which is K = 10 deep.
@@ -47,8 +48,9 @@
  * Threads: one parallel region per call, and a barrier only after packing part of a panel (none
  * in the MLP's large products). The tiles of a panel are numbered row strip by row strip and
  * each thread takes one contiguous run of them, so it reads each A strip into L1 once and uses
- * it for every B strip of the panel (which stays in its L2). Small products run on fewer threads
- * (MIN_FLOPS_PER_THREAD): waking a thread costs about as much as a few microseconds of FMAs.
+ * it for every B strip of the panel (which stays in its L2). Small products give tiles to fewer
+ * threads (MIN_FLOPS_PER_THREAD): a thread's share costs about as much as a few microseconds of
+ * FMAs to hand out and wait for. The region always has the whole team (see cpu_gemm_tiled_fused).
  *
  * Determinism: every element of C is summed by one thread, over K in the same order (the micro-
  * kernel's, KC step after KC step), whatever the thread count: the result is the same to the
