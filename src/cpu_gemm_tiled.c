@@ -442,7 +442,12 @@ void cpu_gemm_tiled_fused(bool trans_a, bool trans_b, int m, int n, int k, float
          * leaves out and starts new ones for the next larger team, which cost the MLP's step
          * about a millisecond at 16 threads. Threads past the workers only help pack. */
 #pragma omp parallel
-        multiply_all_panels(&g, nc_step, kc_step, workers, buffers);
+        {
+            /* OpenMP may give fewer threads than asked (OMP_DYNAMIC, OMP_THREAD_LIMIT, a call
+             * from inside a parallel region): the tiles go to the threads there are. */
+            int team = omp_get_num_threads();
+            multiply_all_panels(&g, nc_step, kc_step, workers < team ? workers : team, buffers);
+        }
     }
     for (int i = 0; i < buffer_count; i++) free(buffers[i]);
 }

@@ -383,10 +383,38 @@ static void check_error_measure_can_fail(rng *r) {
     free_case(&gc);
 }
 
+/* OpenMP may give a region fewer threads than omp_get_max_threads() says (OMP_DYNAMIC,
+ * OMP_THREAD_LIMIT, nesting): here two threads of an outer region each call the tiled GEMM, whose
+ * own region then runs on one thread while 4 are asked for. Every tile must still be computed,
+ * to the bits of a run on one thread. */
+static void check_smaller_team(rng *r) {
+    gemm_case gc = make_case(r, false, false, 512, 256, 784, false, false);
+    int tiled = implementation_named("tiled");
+    float *alone = run_case(&gc, tiled, 1);
+    float *in_team[2] = {copy_of(gc.c_initial.values, gc.c_initial.stored),
+                         copy_of(gc.c_initial.values, gc.c_initial.stored)};
+    set_threads(4);
+    int levels = omp_get_max_active_levels();
+    omp_set_max_active_levels(1);
+#pragma omp parallel num_threads(2)
+    cpu_gemm_tiled(gc.trans_a, gc.trans_b, gc.m, gc.n, gc.k, gc.alpha, gc.a.values, gc.a.ld,
+                   gc.b.values, gc.b.ld, gc.beta, in_team[omp_get_thread_num()], gc.c_initial.ld);
+    omp_set_max_active_levels(levels);
+    for (int t = 0; t < 2; t++) {
+        size_t differing = bits_differing(alone, in_team[t], gc.c_initial.stored);
+        CHECK(differing == 0, "tiled from inside a parallel region (thread %d): %zu elements "
+              "differ from a run on one thread", t, differing);
+        free(in_team[t]);
+    }
+    free(alone);
+    free_case(&gc);
+}
+
 int main(void) {
     rng r = rng_create(test_seed("test_cpu_gemm"), 0);
     check_error_measure_can_fail(&r);
     check_nothing_to_multiply();
+    check_smaller_team(&r);
 
     for (int s = 0; s < SHAPE_COUNT; s++) {
         for (int transposes = 0; transposes < 4; transposes++) {
