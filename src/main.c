@@ -324,7 +324,9 @@ static int train(run_state *s) {
     const cli_options *o = &s->options;
     char err[ERR_SIZE];
     run_info info = describe(s);
-    FILE *table = o->json ? stderr : stdout; /* with --json, stdout holds the JSON alone */
+    /* with --json, stdout holds the JSON alone; a rank other than 0 has stdout in /dev/null, and
+     * its tables go there too */
+    FILE *table = o->json && speaks() ? stderr : stdout;
     report_header(table, &info);
     epoch_result *epochs = calloc((size_t)o->epochs, sizeof *epochs);
     if (!epochs) return fail("out of host memory for the results");

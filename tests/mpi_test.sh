@@ -91,6 +91,8 @@ training() {
         echo "$ranks ranks: test accuracy $accuracy, $(grep -o '"all_reduce": "[^"]*"' "$work/$ranks.json")"
         awk -v a="$accuracy" -v b="$alone" 'BEGIN { d = a - b; exit !(d <= 0.002 && d >= -0.002) }' ||
             fail "$ranks ranks: test accuracy $accuracy, alone $alone: more than 0.2 points apart"
+        [ "$(grep -c '^mlp_train [0-9]' "$work/err")" -eq 1 ] ||
+            fail "$ranks ranks: the report's header is not printed once (by rank 0): $(head -3 "$work/err")"
         [ "$(ls "$work/$ranks")" = model.ckpt ] ||
             fail "$ranks ranks: --save left $(ls "$work/$ranks" | tr '\n' ' ')(wanted model.ckpt alone)"
         "$mlp_train" --device cpu --data "$data" --load "$work/$ranks/model.ckpt" --eval --json \
@@ -98,6 +100,22 @@ training() {
     done
     cmp -s "$work/alone.ckpt" "$work/1/model.ckpt" ||
         fail "mpirun -np 1 trained other bits than a run without mpirun"
+
+    # --eval on 3 ranks at the default batch (64, which 3 does not divide): the test pass shares
+    # its rows unevenly, and gives the accuracy of one process
+    "$mlp_train" --device cpu --data "$data" --load "$work/alone.ckpt" --eval --json \
+        >"$work/eval_alone.json" 2>/dev/null || fail "--eval alone failed"
+    if timeout 120 "${launch[@]}" -np 3 "$mlp_train" --device cpu --data "$data" \
+        --load "$work/alone.ckpt" --eval --json >"$work/eval_3.json" 2>"$work/err"; then
+        local one three
+        one=$(grep -o '"test_accuracy": [0-9.e+-]*' "$work/eval_alone.json" | cut -d' ' -f2)
+        three=$(grep -o '"test_accuracy": [0-9.e+-]*' "$work/eval_3.json" | cut -d' ' -f2)
+        echo "--eval: test accuracy alone $one, on 3 ranks $three"
+        awk -v a="$three" -v b="$one" 'BEGIN { d = a - b; exit !(d <= 1e-6 && d >= -1e-6) }' ||
+            fail "--eval on 3 ranks: test accuracy $three, alone $one"
+    else
+        fail "--eval on 3 ranks failed: $(tail -3 "$work/err")"
+    fi
 
     ends_with_message 60 'does not split across 4 ranks.*--batch 508 or 512' -- \
         "${launch[@]}" -np 4 "$mlp_train" "${run[@]}" --batch 510
