@@ -70,9 +70,17 @@ static void describe_library(void) {
 
 void distributed_start(int *argc, char ***argv) {
     if (!launcher_present()) return;
-    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
-        fprintf(stderr, "mlp_train: MPI_Init failed: cannot join the ranks mpirun started\n");
+    /* FUNNELED: the process has other threads (OpenMP's, OpenBLAS's, the one that sets up the
+     * backend), but only the main thread calls MPI */
+    int provided = MPI_THREAD_SINGLE;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "mlp_train: MPI_Init_thread failed: cannot join the ranks mpirun started\n");
         exit(1);
+    }
+    if (provided < MPI_THREAD_FUNNELED) {
+        fprintf(stderr, "mlp_train: this MPI library does not allow threads beside the one that "
+                        "calls it (MPI_THREAD_FUNNELED), which mlp_train has\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
     }
     world.launched = true;
     atexit(abort_job_at_exit);
@@ -124,26 +132,26 @@ int distributed_finish(int status) {
 
 #else /* no MPI */
 
-/* The ranks a launcher announces in the environment (Open MPI, MPICH and Intel MPI), 1 if none. */
-static int announced_ranks(void) {
-    const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+/* Whether a launcher started this process as one of several ranks: Open MPI, MPICH and Intel
+ * MPI say how many there are; a PMIx launcher (srun --mpi=pmix) only which one this is. */
+static bool launched_among_ranks(void) {
+    const char *sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
     for (int i = 0; i < 2; i++) {
-        const char *value = getenv(names[i]);
-        if (value && atoi(value) > 0) return atoi(value);
+        const char *value = getenv(sizes[i]);
+        if (value && atoi(value) > 1) return true;
     }
-    return 1;
+    const char *rank = getenv("PMIX_RANK");
+    return rank && atoi(rank) > 0;
 }
 
 void distributed_start(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    int ranks = announced_ranks();
-    if (ranks > 1) {
+    if (launched_among_ranks()) {
         fprintf(stderr,
-                "mlp_train: launched as one of %d ranks, but this mlp_train was built without "
-                "MPI, so each rank would train alone; install an MPI (tools/setup.sh installs "
-                "Open MPI) and rebuild (cmake -DMLP_MPI=ON)\n",
-                ranks);
+                "mlp_train: launched as one of several ranks, but this mlp_train was built "
+                "without MPI, so each rank would train alone; install an MPI (tools/setup.sh "
+                "installs Open MPI) and rebuild (cmake -DMLP_MPI=ON)\n");
         exit(1);
     }
 }

@@ -245,6 +245,9 @@ static bool load_and_set_up(run_state *s, char *err) {
     double data_done = wall_seconds();
     if (threaded) pthread_join(thread, NULL);
     s->be = setup.be;
+    /* made on another thread: CUDA's current device is per thread, and from here on this thread
+     * drives the backend (even if only to destroy it after an error) */
+    if (s->be) backend_bind_this_thread(s->be);
     s->startup.data_s = data_done - s->started;
     s->startup.device_s = setup.finished - s->started;
     s->startup.ready_s = wall_seconds() - s->started;
@@ -254,8 +257,6 @@ static bool load_and_set_up(run_state *s, char *err) {
 }
 
 static bool start_trainer(run_state *s, char *err) {
-    /* the backend was made on another thread: CUDA's current device is per thread */
-    backend_bind_this_thread(s->be);
     if (!backend_join_ranks(s->be, err, ERR_SIZE) || !check_device_memory(s, err)) return false;
     train_config config = {
         .batch = s->options.batch,
