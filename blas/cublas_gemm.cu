@@ -9,12 +9,12 @@
 #include "../cuda/cuda_check.h"
 #include "cublas_gemm.h"
 
-cublasHandle_t cublas_gemm_handle(cudaStream_t stream, bool allow_tf32) {
+cublasHandle_t cublas_gemm_handle(cudaStream_t stream) {
     cublasHandle_t handle;
     CUBLAS_CHECK(cublasCreate(&handle));
     CUBLAS_CHECK(cublasSetStream(handle, stream));
-    CUBLAS_CHECK(cublasSetMathMode(handle, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                      : CUBLAS_DEFAULT_MATH));
+    /* FP32 unless a call asks for less (the compute types of the tf32/bf16 functions below) */
+    CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
     return handle;
 }
 

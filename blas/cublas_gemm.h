@@ -8,8 +8,8 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
-/* A handle bound to `stream`, with TF32 tensor-core math only if allow_tf32. */
-cublasHandle_t cublas_gemm_handle(cudaStream_t stream, bool allow_tf32);
+/* A handle bound to `stream`, in FP32 (no TF32 unless a call's compute type asks for it). */
+cublasHandle_t cublas_gemm_handle(cudaStream_t stream);
 
 /* C = alpha * op(A) * op(B) + beta * C, row-major, op(A) M×K, op(B) K×N, C M×N. */
 void cublas_gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,

@@ -419,7 +419,7 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
     CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->stream, cudaStreamNonBlocking));
     if (chosen->gemm[PRECISION_FP32] == gemm_cublas) {
-        gpu->cublas = cublas_gemm_handle(gpu->stream, false);
+        gpu->cublas = cublas_gemm_handle(gpu->stream);
         gpu->cublas_workspace = gpu_alloc_or_exit(CUBLAS_WORKSPACE_BYTES);
         CUBLAS_CHECK(cublasSetWorkspace(gpu->cublas, gpu->cublas_workspace, CUBLAS_WORKSPACE_BYTES));
     }

@@ -17,7 +17,7 @@
  *                on the last, then the epilogue: + bias, ReLU, ReLU mask
  *
  *                  op(B) panel                          C (M × NC block)
- *               <-- NC = 4 × NR -->              <--- NR ---> tile = MR × NR
+ *        <-- NC = 4 × NR (AVX-512) -->            <--- NR ---> tile = MR × NR
  *             ^ +----+----+----+----+            +----+----+----+----+
  *             | |    |    |    |    |     row 0  | t0 | t1 | t2 | t3 |  thread 0: t0..t5
  *          KC | | B0 | B1 | B2 | B3 |            +----+----+----+----+  (A strip 0, then 1)

@@ -82,12 +82,15 @@ static void report_pass_split(FILE *out, const phase_totals *phases, double wall
         gemm_ms += phases->gemm_ms[p];
         operations_ms += phases->operations_ms[p];
     }
-    double between_ms = pass_ms - gemm_ms - operations_ms;
-    fprintf(out,
-            "  training pass %.3f ms: gemm %.3f ms (%.1f%%), other operations %.3f ms (%.1f%%), "
-            "between operations %.3f ms (%.1f%%)\n",
+    double all_reduce_ms = phases->ms[PHASE_ALLREDUCE]; /* among ranks: not host code */
+    double between_ms = pass_ms - gemm_ms - operations_ms - all_reduce_ms;
+    fprintf(out, "  training pass %.3f ms: gemm %.3f ms (%.1f%%), other operations %.3f ms (%.1f%%), ",
             pass_ms, gemm_ms, percent(gemm_ms, pass_ms), operations_ms,
-            percent(operations_ms, pass_ms), between_ms, percent(between_ms, pass_ms));
+            percent(operations_ms, pass_ms));
+    if (phases->count[PHASE_ALLREDUCE])
+        fprintf(out, "all-reduce %.3f ms (%.1f%%), ", all_reduce_ms,
+                percent(all_reduce_ms, pass_ms));
+    fprintf(out, "between operations %.3f ms (%.1f%%)\n", between_ms, percent(between_ms, pass_ms));
 }
 
 void report_phases(FILE *out, const char *title, const phase_totals *phases, double wall_ms) {

@@ -240,11 +240,12 @@ static void record_steps(trainer *t) {
     }
 }
 
-/* A recorded step: timed as one "compute" phase, or in its parts, the all-reduce apart. */
+/* A recorded step: timed as one "compute" phase, or in its parts: forward and backward
+ * ("compute"), the all-reduce, the update. */
 static void replay_step(trainer *t, int kind) {
     backend *be = t->be;
     recording **parts = t->recordings[kind];
-    phase_id phases[STEP_PARTS] = {PHASE_COMPUTE, PHASE_ALLREDUCE, PHASE_COMPUTE};
+    phase_id phases[STEP_PARTS] = {PHASE_COMPUTE, PHASE_ALLREDUCE, PHASE_UPDATE};
     for (int part = 0; part < STEP_PARTS && parts[part]; part++) {
         phase_begin(t->profile, phases[part]);
         be->replay(be, parts[part]);

@@ -164,7 +164,7 @@ int main() {
     }
     random_source = rng_create(test_seed("test_gpu_kernels"), 0);
     CUDA_CHECK(cudaStreamCreate(&stream));
-    cublas = cublas_gemm_handle(stream, false);
+    cublas = cublas_gemm_handle(stream);
     check_dots();
     check_sigmoid_extremes();
     check_pools();

@@ -511,7 +511,7 @@ int main() {
     }
     random_source = rng_create(test_seed("test_gpu_ops"), 0);
     CUDA_CHECK(cudaStreamCreate(&stream));
-    cublas = cublas_gemm_handle(stream, false);
+    cublas = cublas_gemm_handle(stream);
     workspace = {nullptr, GPU_GEMM_WORKSPACE_FLOATS};
     CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));
     softmax_scratch = gpu_softmax_scratch_create();

@@ -132,8 +132,9 @@ class Study:
                           "epochs": s.naive_epochs if impl == "naive" else s.epochs,
                           "baseline": cores == 1 and impl == "tiled"})
         if self.has("mpi"):
+            ranks = max(p for p in range(1, cores + 1) if s.batch % p == 0)  # ranks share every batch
             cases.append({"label": f"MPI {s.mpi_impl}", "device": "cpu", "impl": s.mpi_impl, "threads": 1,
-                          "ranks": cores, "epochs": s.epochs})
+                          "ranks": ranks, "epochs": s.epochs})
         if self.has("gpu"):
             cases += [{"label": f"GPU {impl}", "device": "gpu", "impl": impl, "epochs": s.epochs}
                       for impl in GPU_IMPLS]
@@ -201,7 +202,8 @@ class Study:
         if not self.has("mpi"):
             return {"skipped": self.results["capabilities"]["mpi"]["why"]}
         s = self.settings
-        counts = measure.worker_counts(self.cores)
+        # mlp_train refuses a batch the ranks do not divide (each takes an equal share)
+        counts = [p for p in measure.worker_counts(self.cores) if s.batch % p == 0]
         series = self.scaling_series(f"{s.mpi_impl} (MPI ranks, 1 thread each)", "ranks", s.mpi_impl, counts,
                                      lambda p: self.programs.train("cpu", s.mpi_impl, s.batch, s.scaling_epochs,
                                                                    threads=1, ranks=p))

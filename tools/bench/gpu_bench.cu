@@ -96,7 +96,7 @@ extern "C" bool gpu_bench_open(char *why, size_t why_size) {
     CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
     std::snprintf(context.name, sizeof context.name, "%s", properties.name);
     CUDA_CHECK(cudaStreamCreateWithFlags(&context.stream, cudaStreamNonBlocking));
-    context.cublas = cublas_gemm_handle(context.stream, false);
+    context.cublas = cublas_gemm_handle(context.stream);
     context.gemm_workspace = {device_floats(GPU_GEMM_WORKSPACE_FLOATS), GPU_GEMM_WORKSPACE_FLOATS};
     CUDA_CHECK(cudaEventCreate(&context.start));
     CUDA_CHECK(cudaEventCreate(&context.stop));
