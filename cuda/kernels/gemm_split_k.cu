@@ -5,16 +5,17 @@
 
 namespace {
 
-/* C (M×N) = alpha · (partials[0] + ... + partials[splits-1]) + beta · C, the planes (each M×N,
- * row stride N) added in that order. One thread per element of C, grid-stride. */
+/* C (M×N) = epilogue(alpha · (partials[0] + ... + partials[splits-1]) + beta · C), the planes
+ * (each M×N, row stride N) added in that order. One thread per element of C, grid-stride. */
 __global__ void sum_slices_kernel(const float *__restrict__ partials, int splits, int m, int n,
-                                  float alpha, float beta, float *__restrict__ c, int ldc) {
+                                  float alpha, float beta, float *__restrict__ c, int ldc,
+                                  gemm_epilogue epilogue) {
     const size_t plane = (size_t)m * n;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < plane;
          i += (size_t)gridDim.x * blockDim.x) {
         float sum = 0.0f;
         for (int z = 0; z < splits; z++) sum += partials[z * plane + i];
-        write_c(c, ldc, (int)(i / n), (int)(i % n), sum, alpha, beta);
+        write_c(c, ldc, (int)(i / n), (int)(i % n), sum, alpha, beta, epilogue);
     }
 }
 
@@ -51,10 +52,10 @@ gemm_k_split gemm_choose_slices(long tiles, int m, int n, int k, int k_step, int
 }
 
 void gemm_sum_slices(cudaStream_t stream, const float *partials, gemm_k_split split, int m, int n,
-                     float alpha, float beta, float *c, int ldc) {
+                     float alpha, float beta, float *c, int ldc, const gemm_epilogue &epilogue) {
     constexpr unsigned THREADS = 256, MAX_BLOCKS = 4096;
     const unsigned blocks = blocks_for((size_t)m * n, THREADS);
     sum_slices_kernel<<<blocks < MAX_BLOCKS ? blocks : MAX_BLOCKS, THREADS, 0, stream>>>(
-        partials, split.splits, m, n, alpha, beta, c, ldc);
+        partials, split.splits, m, n, alpha, beta, c, ldc, epilogue);
     CUDA_CHECK_LAUNCH();
 }

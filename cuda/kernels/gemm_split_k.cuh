@@ -6,7 +6,7 @@
  * into slices, one block per (tile, slice) (grid z is the slice); each block writes its raw
  * partial tile to its own plane of a workspace (M×N, row stride N), and gemm_sum_slices adds the
  * planes in the order z = 0, 1, ... and applies alpha and beta: no atomics, the same bits on
- * every run. The same scheme as gemm_tiled.cu's, for kernels of their own tile shapes. */
+ * every run. gemm_tiled.cu uses the host side too, with its epilogue applied in the sum. */
 #ifndef MLP_GEMM_SPLIT_K_CUH
 #define MLP_GEMM_SPLIT_K_CUH
 
@@ -31,9 +31,10 @@ gemm_k_split gemm_slices(int wanted, int m, int n, int k, int k_step, int min_sl
 gemm_k_split gemm_choose_slices(long tiles, int m, int n, int k, int k_step, int min_slice,
                                 gpu_gemm_workspace workspace);
 
-/* C = alpha · (sum of the `split.splits` planes of partials) + beta · C. */
+/* C = epilogue(alpha · (sum of the `split.splits` planes of partials) + beta · C). */
 void gemm_sum_slices(cudaStream_t stream, const float *partials, gemm_k_split split, int m, int n,
-                     float alpha, float beta, float *c, int ldc);
+                     float alpha, float beta, float *c, int ldc,
+                     const gemm_epilogue &epilogue = gemm_epilogue{});
 
 /* ---- on the device ---- */
 

@@ -21,7 +21,7 @@
  * tiles of 64×64 for 132 multiprocessors). With one block per tile, each block would walk all
  * of K alone, one slow round trip to memory per BK step, while most multiprocessors idle. So
  * K is cut into `splits` slices (grid z): block z multiplies only its slice and stores the raw
- * partial tile into a workspace (splits planes of M×N), then sum_splits_kernel adds the planes
+ * partial tile into a workspace (splits planes of M×N), then gemm_sum_slices adds the planes
  * in the order z = 0, 1, ... and applies alpha and beta. No atomics, so the result is the same
  * bits on every run. The workspace belongs to the caller (allocated once, outside any step);
  * a shape whose planes would not fit in it uses fewer splits. */
@@ -30,6 +30,7 @@
 
 #include "../cuda_check.h"
 #include "gemm_common.cuh"
+#include "gemm_split_k.cuh"
 #include "gpu_kernels.h"
 
 namespace {
@@ -152,7 +153,7 @@ __device__ __forceinline__ void store_c_tile(const float (&acc)[TM][TN], float *
 /* C (M×N) = epilogue(alpha · op(A) (M×K) · op(B) (K×N) + beta · C); grid: ceil(N/BN) ×
  * ceil(M/BM) × splits. Block z covers K in [z·k_per_split, (z+1)·k_per_split). With
  * partials == NULL (one split) it writes C; otherwise it writes its raw sum to plane z of
- * partials (M×N, row stride N), and sum_splits_kernel finishes C.
+ * partials (M×N, row stride N), and gemm_sum_slices (gemm_split_k.cu) finishes C.
  * C must not overlap A or B (the pointers are __restrict__); no caller of the table does that. */
 template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B>
 /* two blocks per multiprocessor: the register cap that implies (128) is what the 128×128 tile
@@ -204,21 +205,6 @@ gemm_tiled_kernel(int m, int n, int k, int k_per_split, float alpha, const float
                              epilogue, vector_out);
 }
 
-/* C (M×N) = epilogue(alpha · (partials[0] + partials[1] + ... + partials[splits-1]) + beta · C),
- * the planes (each M×N, row stride N) added in that order. One thread per element of C,
- * grid-stride. */
-__global__ void sum_splits_kernel(const float *__restrict__ partials, int splits, int m, int n,
-                                  float alpha, float beta, float *__restrict__ c, int ldc,
-                                  gemm_epilogue epilogue) {
-    const size_t plane = (size_t)m * n;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < plane;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float sum = 0.0f;
-        for (int z = 0; z < splits; z++) sum += partials[z * plane + i];
-        write_c(c, ldc, (int)(i / n), (int)(i % n), sum, alpha, beta, epilogue);
-    }
-}
-
 /* How one call is cut up: the tile side, and K in `splits` slices of k_per_split. */
 struct gemm_plan {
     int tile;
@@ -244,51 +230,28 @@ void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, const gemm_epil
     else GEMM_TILED_LAUNCH(true, true);
 #undef GEMM_TILED_LAUNCH
     CUDA_CHECK_LAUNCH();
-    if (partials) {
-        constexpr unsigned SUM_THREADS = 256;
-        unsigned sum_blocks = blocks_for((size_t)m * n, SUM_THREADS);
-        sum_splits_kernel<<<sum_blocks < 4096 ? sum_blocks : 4096, SUM_THREADS, 0, stream>>>(
-            partials, plan.splits, m, n, alpha, beta, c, ldc, epilogue);
-        CUDA_CHECK_LAUNCH();
-    }
-}
-
-int multiprocessor_count() {
-    static int count = 0;
-    if (count == 0) {
-        int device;
-        CUDA_CHECK(cudaGetDevice(&device));
-        CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    }
-    return count;
+    if (partials)
+        gemm_sum_slices(stream, partials, {plan.splits, plan.k_per_split}, m, n, alpha, beta, c,
+                        ldc, epilogue);
 }
 
 long tiles(int m, int n, int tile) { return (long)((m + tile - 1) / tile) * ((n + tile - 1) / tile); }
 
 int depth_of(int tile) { return tile == 32 ? 16 : 8; } /* BK of each tile's kernel, below */
 
-/* Slices of K for `splits` wanted: each a whole number of BK steps and at least MIN_SLICE deep
- * (a thinner slice would spend more on its partial tile than on multiplying), no more planes
- * than the workspace holds, and no empty slice. */
+/* Slices of K for `splits` wanted (gemm_slices): whole BK steps, each at least 32 deep (a thinner
+ * slice would spend more on its partial tile than on multiplying). */
 gemm_plan split_k(int tile, int wanted, int m, int n, int k, gpu_gemm_workspace workspace) {
     constexpr int MIN_SLICE = 32;
-    int bk = depth_of(tile);
-    size_t plane = (size_t)m * n;
-    long fit = plane ? (long)(workspace.floats / plane) : 0;
-    long splits = wanted;
-    if (splits > k / MIN_SLICE) splits = k / MIN_SLICE;
-    if (splits > fit) splits = fit;
-    if (splits < 2) return {tile, 1, k > 0 ? k : 1};
-    int slice = (int)((k + splits - 1) / splits);
-    slice = (slice + bk - 1) / bk * bk;
-    return {tile, (k + slice - 1) / slice, slice};
+    gemm_k_split split = gemm_slices(wanted, m, n, k, depth_of(tile), MIN_SLICE, workspace);
+    return {tile, split.splits, split.k_per_split};
 }
 
 /* The largest tile that still gives every multiprocessor a block; failing that, split K until
  * there are about two blocks per multiprocessor, on 64×64 tiles (32×32 when M or N is under
  * 64, where a 64-wide tile would be mostly padding). */
 gemm_plan choose_plan(int m, int n, int k, gpu_gemm_workspace workspace) {
-    int sms = multiprocessor_count();
+    int sms = gemm_multiprocessor_count();
     if (tiles(m, n, 128) >= sms) return {128, 1, k};
     if (tiles(m, n, 64) >= sms) return {64, 1, k};
     int tile = (m < 64 || n < 64) ? 32 : 64;
