@@ -170,7 +170,8 @@ void synthetic_dataset(dataset *d, int count, uint64_t seed) {
 float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
                        synthetic_result *out) {
     dataset train, test;
-    synthetic_dataset(&train, run->steps * run->batch - run->batch / 3, run->seed);
+    int samples = run->samples > 0 ? run->samples : run->steps * run->batch - run->batch / 3;
+    synthetic_dataset(&train, samples, run->seed);
     synthetic_dataset(&test, SYNTHETIC_TEST, run->seed + 1);
     mlp_shape shape;
     char err[128];

@@ -32,6 +32,7 @@ typedef struct {
     int hidden;            /* 0: two hidden layers, 32 and 16 wide; else one layer this wide */
     bool record_steps;     /* record a step once and replay it (CUDA graphs), where possible */
     int epochs;            /* 0 means 1 */
+    int samples;           /* training images; 0: steps batches, the last a partial one */
 } synthetic_run;
 
 typedef struct {
