@@ -66,25 +66,26 @@ expect 2 '--precision tf32 needs the GPU.*CPU implementations multiply in FP32 o
 expect 2 '--precision tf32 applies to --impl tiled, blas and fused' -- \
     "$mlp_train" --device gpu --impl naive --precision tf32
 
-# no GPU: a clear runtime error (exit 1); where a GPU is present the run simply works
-checks=$((checks + 1))
-"$mlp_train" --device gpu --impl naive --data "$data" --epochs 1 --batch 2048 --quiet >"$work/gpu" 2>&1
-status=$?
-if [ $status -eq 1 ]; then
-    grep -q -- '--device gpu: no usable GPU' "$work/gpu" || fail "no-GPU message unclear: $(cat "$work/gpu")"
-elif [ $status -ne 0 ]; then
-    fail "--device gpu exited $status: $(tail -3 "$work/gpu")"
-fi
+# needs_gpu PATTERN -- COMMAND...: without a GPU, a runtime error (exit 1) whose message matches
+# PATTERN; where a GPU is present the run simply works (exit 0)
+needs_gpu() {
+    local pattern=$1
+    shift 2
+    checks=$((checks + 1))
+    "$@" >"$work/out" 2>&1
+    local status=$?
+    if [ $status -eq 1 ]; then
+        grep -Eq -- "$pattern" "$work/out" || fail "$*: no /$pattern/ in: $(cat "$work/out")"
+    elif [ $status -ne 0 ]; then
+        fail "$*: exit $status: $(tail -3 "$work/out")"
+    fi
+}
 
-# --precision without --device and without a GPU: a runtime error naming both (exit 1)
-checks=$((checks + 1))
-"$mlp_train" --precision bf16 --impl tiled --data "$data" --epochs 1 --batch 2048 --quiet >"$work/bf16" 2>&1
-status=$?
-if [ $status -eq 1 ]; then
-    grep -q -- '--precision bf16 needs a GPU' "$work/bf16" || fail "--precision bf16, no GPU: $(cat "$work/bf16")"
-elif [ $status -ne 0 ]; then
-    fail "--precision bf16 exited $status: $(tail -3 "$work/bf16")"
-fi
+needs_gpu '--device gpu: no usable GPU' -- \
+    "$mlp_train" --device gpu --impl naive --data "$data" --epochs 1 --batch 2048 --quiet
+# --precision without --device: the GPU is implied, and its absence named
+needs_gpu '--precision bf16 needs a GPU' -- \
+    "$mlp_train" --precision bf16 --impl tiled --data "$data" --epochs 1 --batch 2048 --quiet
 
 # --precision fp32 on the CPU: the default, named in the header and in the JSON config
 expect 0 '^precision: fp32$' -- "$mlp_train" "${quick[@]}" --precision fp32

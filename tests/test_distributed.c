@@ -14,6 +14,7 @@
 
 #include "backend_select.h"
 #include "check.h"
+#include "cpu_backend.h"
 #include "distributed.h"
 #include "model_checks.h"
 
