@@ -49,8 +49,9 @@ void apply_epilogue(gpu_state *gpu, float *c, int m, int n, int ldc, const gemm_
 }
 
 /* TF32 tensor cores (gemm_tf32_mma.cu: FP32 in memory, each factor rounded to TF32 as it enters
- * them). Hopper's wgmma rung only for NT, where both operands are K-major in memory: for the
- * other layouts it transposes 4 bytes per copy and is slower than mma.sync (docs/kernels.md). */
+ * them). Hopper's wgmma rung only for NT, where both operands are K-major in memory: the MLP's
+ * products are too small for its transposing pass to pay, and without it the rung transposes 4
+ * bytes per copy, slower than mma.sync (docs/kernels.md). */
 void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc, const gemm_epilogue *epilogue) {

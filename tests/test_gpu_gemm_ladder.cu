@@ -221,6 +221,8 @@ const rung RUNGS[] = {
     {"pipelined(128)", AS_IS, pipelined_plan<128, 1>},
     {"pipelined(64, 5 K slices)", AS_IS, pipelined_plan<64, 5>},
     {"pipelined(128, 3 K slices)", AS_IS, pipelined_plan<128, 3>},
+    {"pipelined(128×256)", AS_IS, pipelined_plan<256, 1>},
+    {"pipelined(128×256, 3 K slices)", AS_IS, pipelined_plan<256, 3>},
     {"pipelined(auto)", AS_IS, pipelined},
     {"tf32_mma(1 K slice)", TF32, tf32_splits<1>},
     {"tf32_mma(3 K slices)", TF32, tf32_splits<3>},
@@ -301,6 +303,9 @@ void check_ladder(bool hopper) {
         {257, 129, 100, 4, 0}, {31, 127, 129, 8, 0},
         /* long K over a small output: what split-K is for; and the 128×128 tiles chosen by size */
         {10, 7, 4099, 0, 0},   {33, 65, 2001, 1, 1},   {1537, 1543, 97, 0, 0},
+        /* TF32 wgmma: operands laid out K-major in the workspace (alone; beside 3 K slices'
+         * partial sums) */
+        {1030, 1100, 4, 1, 0}, {1100, 1030, 300, 3, 1},
     };
     const char *shapes = std::getenv("MLP_TEST_SHAPES");
     const long max_volume = !shapes                          ? LONG_MAX

@@ -21,10 +21,11 @@
 void gpu_gemm_warptiled(GPU_GEMM_ARGS);
 
 /* gemm_pipelined.cu: warp tiles fed by a 3-stage cp.async pipeline (the next tiles load while
- * the current one is multiplied), 128×128, 64×64 or 32×32 block tiles by size, split-K for
- * small C. */
+ * the current one is multiplied), 128×256, 128×128, 64×64 or 32×32 block tiles by size,
+ * split-K for small C. */
 void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
-/* The same with the block tile (32, 64 or 128) and the number of K slices forced: for tests. */
+/* The same with the block tile (32, 64 or 128 for that square, 256 for 128×256) and the number
+ * of K slices forced: for tests. */
 void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 
 /* gemm_tf32_mma.cu: tensor cores in TF32 (mma.sync m16n8k8, FP32 accumulate). A and B are FP32
@@ -46,12 +47,17 @@ void gpu_gemm_bf16_mma_with_splits(int splits, gpu_gemm_workspace workspace, GPU
 /* Hopper only: the wgmma rungs (sm_90a), the warpgroup MMA that reads A and B from shared
  * memory. They exit with a message on another GPU: ask gpu_gemm_wgmma_available() first. */
 bool gpu_gemm_wgmma_available(); /* the current device has compute capability 9.0 */
-/* gemm_tf32_wgmma.cu: gpu_gemm_tf32_mma's contract (FP32 A, B and C; TF32 products). */
+/* gemm_tf32_wgmma.cu: gpu_gemm_tf32_mma's contract (FP32 A, B and C; TF32 products). For large
+ * products an operand that is not K-major in memory is first transposed into the workspace,
+ * after split-K's partial sums, where there is room. */
 void gpu_gemm_tf32_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 void gpu_gemm_tf32_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 /* gemm_bf16_wgmma.cu: gpu_gemm_bf16_mma's contract (BF16 A and B, FP32 C). */
 void gpu_gemm_bf16_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
 void gpu_gemm_bf16_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
+
+/* transpose.cu: out (cols×rows, row stride rows) = xᵀ, x rows×cols with row stride ld. */
+void gpu_transpose(cudaStream_t stream, int rows, int cols, const float *x, int ld, float *out);
 
 /* out[i] = x[i] rounded to the nearest BF16 (ties to even), for i < count. */
 void gpu_round_to_bf16(cudaStream_t stream, const float *x, size_t count, __nv_bfloat16 *out);

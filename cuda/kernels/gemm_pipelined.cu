@@ -20,10 +20,14 @@
  * transposed) is copied 4 bytes at a time into its transposed place; one stored along M or N
  * goes 16 bytes at a time where aligned. The multiply needs tile[kk][i] either way.
  *
- * Tile by size, as gemm_tiled.cu does: 128×128 blocks (256 threads, 8×8 per lane) when that
- * gives every multiprocessor a block; else 64×64 (128 threads, 8×4 per lane); and when even
- * those are too few (the MLP's layers), split-K (gemm_split_k.cuh) on 64×64, or on 32×32 (one
- * warp) when M or N is under 64.
+ * Tile by size, as gemm_tiled.cu does: 128×256 blocks (256 threads, 16×8 per lane, one block
+ * per multiprocessor) for the largest products; 128×128 (256 threads, 8×8 per lane, two
+ * blocks) when that gives every multiprocessor a block; else 64×64 (128 threads, 8×4 per
+ * lane); and when even those are too few (the MLP's layers), split-K (gemm_split_k.cuh) on
+ * 64×64, or on 32×32 (one warp) when M or N is under 64. The 128×256 tile is the last step to
+ * cuBLAS: each lane does 128 FMAs for every 6 float4 reads of shared memory instead of 64 for
+ * 4, and the FMA pipe is the limit (measured at 4096³ on an H200: 0.93 of cuBLAS, against
+ * 0.88 for 128×128).
  *
  * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major; A is stored M×K (K×M when
  * transposed), B K×N (N×K when transposed). Any M, N, K: copies outside the matrix become
@@ -58,12 +62,14 @@ template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int BLOCKS_PER_
     static constexpr size_t SHARED_BYTES = STAGES * STAGE_FLOATS * sizeof(float);
     static_assert(REPEAT_M * LANES_M * TM == WM && REPEAT_N * LANES_N * TN == WN, "tiles must nest");
 };
-/* BK = 32 is 3% faster than 16 at 4096³ (measured; 4 stages no better); the 32×32 tile serves
+/* BK = 32 is faster than 16 at 4096³ (measured: 3% for 128×128, 4% for 128×256; 4 stages no
+ * better); the 32×32 tile serves
  * products with little work per block (N = 10, K = 16 in the MLP), where a shallow step and
  * small patches per lane keep the one block's critical path short. */
 using large_tile = tile_config<128, 128, 32, 4, 2, 2>; /* warp tile 32×64, 8×8 per lane */
 using small_tile = tile_config<64, 64, 32, 2, 2, 3>;   /* warp tile 32×32, 8×4 per lane */
 using narrow_tile = tile_config<32, 32, 16, 2, 1, 8>;  /* warp tile 16×32, 4×4 per lane */
+using wide_tile = tile_config<128, 256, 32, 2, 4, 1>;   /* warp tile 64×64, 16×8 per lane */
 
 /* Starts copying tile[kk][i] = X(i0 + i, k0 + kk), kk < BK, i < WIDTH (zero outside the
  * matrix), where X is op(A) (i: a row of C) or op(B)ᵀ (i: a column of C), stored with element
@@ -75,11 +81,19 @@ __device__ __forceinline__ void copy_tile(float *tile, const float *x, int ld, i
     if constexpr (!K_CONTIGUOUS) { /* the tile's rows are the matrix's rows: 16-byte copies */
         copy_tile_async<float, BK, WIDTH, LINE, THREADS>(tile, x + (size_t)k0 * ld + i0, ld, k0, i0,
                                                         k_end, i_end, vectors);
-    } else { /* transposing, one float per copy: BK consecutive threads read BK consecutive k of
-              * one i; each thread keeps its k and moves I_PER_ROUND values of i each round */
-        constexpr int I_PER_ROUND = THREADS / BK, ROUNDS = WIDTH / I_PER_ROUND;
-        static_assert(THREADS % BK == 0 && WIDTH % I_PER_ROUND == 0, "whole rounds");
-        const int i = threadIdx.x / BK, kk = threadIdx.x % BK;
+    } else { /* transposing, one float per copy. A warp takes 8 consecutive k (one 32-byte
+              * sector of global memory) of 4 consecutive i: its stores land in shared memory at
+              * kk·LINE + i, banks 4·kk + i (LINE is 4 more than a multiple of 32), all 32
+              * different. (Lanes along 32 k of one i, the obvious order, hit every bank 4
+              * times; measured, that made no difference at 4096³, where the FMAs are the
+              * limit, but it is no dearer.) Each thread keeps its k and moves I_PER_ROUND
+              * values of i each round. */
+        constexpr int K_OCTETS = BK / 8, I_PER_ROUND = THREADS / BK, ROUNDS = WIDTH / I_PER_ROUND;
+        static_assert(BK % 8 == 0 && (THREADS / 32) % K_OCTETS == 0 && WIDTH % I_PER_ROUND == 0,
+                      "whole warps of 8 k × 4 i, whole rounds");
+        static_assert(LINE % 32 == 4, "conflict-free stores need LINE = 4 mod 32");
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int kk = warp % K_OCTETS * 8 + lane % 8, i = warp / K_OCTETS * 4 + lane / 8;
         float *to = tile + kk * LINE + i;
         const float *from = x + (size_t)(i0 + i) * ld + (k0 + kk);
         const size_t round_stride = (size_t)I_PER_ROUND * ld;
@@ -200,12 +214,13 @@ void launch_kernel(gemm_k_split split, float *partials, GPU_GEMM_ARGS) {
 }
 
 long tiles(int m, int n, int side) { return (long)blocks_for(m, side) * blocks_for(n, side); }
+long wide_tiles(int m, int n) { return (long)blocks_for(m, wide_tile::BM) * blocks_for(n, wide_tile::BN); }
 
 /* K cut into `forced_splits` slices, or (0) as many as the grid needs. */
 template <typename CFG> void run(int forced_splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
     const gemm_k_split split =
         forced_splits > 0 ? gemm_slices(forced_splits, m, n, k, CFG::BK, MIN_SLICE, workspace)
-                          : gemm_choose_slices(tiles(m, n, CFG::BM), m, n, k, CFG::BK, MIN_SLICE, workspace);
+                          : gemm_choose_slices((long)blocks_for(m, CFG::BM) * blocks_for(n, CFG::BN), m, n, k, CFG::BK, MIN_SLICE, workspace);
     float *partials = split.splits > 1 ? workspace.data : nullptr;
 #define GEMM_PIPELINED_LAUNCH(TA, TB)                                                              \
     launch_kernel<CFG, TA, TB>(split, partials, stream, trans_a, trans_b, m, n, k, alpha, a, lda,  \
@@ -220,7 +235,8 @@ template <typename CFG> void run(int forced_splits, gpu_gemm_workspace workspace
 
 void run_tile(int tile, int forced_splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
 #define GEMM_PIPELINED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
-    if (tile == 128) run<large_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
+    if (tile == 256) run<wide_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
+    else if (tile == 128) run<large_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
     else if (tile == 64) run<small_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
     else run<narrow_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
 #undef GEMM_PIPELINED_ARGS
@@ -230,20 +246,23 @@ void run_tile(int tile, int forced_splits, gpu_gemm_workspace workspace, GPU_GEM
 
 void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
     if (m == 0 || n == 0) return;
-    if (tile != 32 && tile != 64 && tile != 128) {
-        std::fprintf(stderr, "gpu_gemm_pipelined_with_plan: no %d×%d tile (32, 64 or 128)\n", tile, tile);
+    if (tile != 32 && tile != 64 && tile != 128 && tile != 256) {
+        std::fprintf(stderr, "gpu_gemm_pipelined_with_plan: no tile %d (32, 64, 128 or 256)\n", tile);
         std::exit(1);
     }
     run_tile(tile, splits > 1 ? splits : 1, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-/* The largest tile that still gives every multiprocessor a block, 128 or 64; failing that 64
- * with split-K, or 32 (16 deep) when M or N is under 64 or K under 32, where a 64-wide or
- * 32-deep tile would be mostly padding. */
+/* The largest tile that still gives every multiprocessor a block, 128×256, 128×128 or 64×64;
+ * failing that 64×64 with split-K, or 32×32 (16 deep) when M or N is under 64 or K under 32,
+ * where a 64-wide or 32-deep tile would be mostly padding. */
 void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
     if (m == 0 || n == 0) return;
     const int sms = gemm_multiprocessor_count();
     const bool narrow = m < 64 || n < 64 || k < 32;
-    const int tile = tiles(m, n, 128) >= sms ? 128 : tiles(m, n, 64) >= sms || !narrow ? 64 : 32;
+    const int tile = wide_tiles(m, n) >= sms        ? 256
+                     : tiles(m, n, 128) >= sms          ? 128
+                     : tiles(m, n, 64) >= sms || !narrow ? 64
+                                                         : 32;
     run_tile(tile, 0, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

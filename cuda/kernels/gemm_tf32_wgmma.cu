@@ -5,16 +5,18 @@
  * 8×128 of B from shared memory, FP32 accumulators. Unlike BF16, TF32 wgmma has no transpose
  * bits: both operands must be K-major in shared memory, each row of a tile the 32 k (128
  * bytes, BK = 32) of one m or n, in the 128-byte swizzle (chunk j of 4 floats of row r at
- * j ^ (r % 8)). So the operands whose rows in global memory run along K (A not transposed,
- * B transposed) are copied 16 bytes at a time, as in gemm_bf16_wgmma.cu, and the others are
- * transposed on the way in, 4 bytes per cp.async, as gemm_pipelined.cu does for its FP32 tiles:
- * consecutive threads read consecutive elements of a global row, and the swizzle spreads their
- * writes over the banks. That copy is this rung's limit, and the lesson of it: measured at
- * 4096³ on an H200, 0.86 of cuBLAS's TF32 when neither operand is transposed on the way (op
- * NT: A not transposed, B transposed), 0.35 for NN and 0.33 for TN, where the 4-byte copies
- * (4 times as many instructions as 16-byte ones) cannot keep up with the tensor cores. Loading
- * such an operand 16 bytes at a time into registers and storing it transposed, or keeping the
- * operand K-major in memory in the first place, would be the next step.
+ * j ^ (r % 8)). The operands whose rows in global memory run along K (A not transposed, B
+ * transposed) are copied 16 bytes at a time, as in gemm_bf16_wgmma.cu; the others have to be
+ * transposed, and that is this rung's lesson. Transposed on the way in, 4 bytes per cp.async
+ * (copy_transposing below), they starve the tensor cores: measured at 4096³ on an H200, 0.85
+ * of cuBLAS's TF32 with no operand to transpose (op NT) but 0.37 for NN. Two other ways of
+ * transposing on the way in did no better, measured: lanes ordered so that no two 4-byte
+ * copies hit one bank, and 16-byte loads into registers stored transposed (one or two steps
+ * ahead; Nsight Compute showed the stores waiting for the loads). What works is to transpose
+ * such an operand once, in a pass of its own through memory (transpose.cu, into the caller's
+ * workspace), and multiply the K-major copy: 0.83 of cuBLAS for NN at 4096³, the transposition
+ * included. It pays only where each element is used many times, so small products (and a
+ * workspace without room) keep the 4-byte copies.
  *
  * The tensor cores take the FP32 bits as they are in shared memory and use the TF32 part of
  * them (sign, exponent, the 10 high mantissa bits): the inputs are truncated, not rounded to
@@ -215,12 +217,13 @@ template <bool TRANS_A, bool TRANS_B> void launch_kernel(gemm_k_split split, flo
     CUDA_CHECK_LAUNCH();
 }
 
-void run(gemm_k_split split, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
-    if (!gpu_gemm_wgmma_available()) {
-        std::fprintf(stderr, "gpu_gemm_tf32_wgmma: needs a GPU of compute capability 9.0 (Hopper)\n");
-        std::exit(1);
-    }
-    float *partials = split.splits > 1 ? workspace.data : nullptr;
+/* Where an operand is used by at least this many rows or columns of C, one pass through memory
+ * to lay it out K-major costs little beside the product (measured on an H200, NN: 4096³ 0.44 ms
+ * against 1.03 without it, 2048³ 0.070 against 0.143, 1024³ the same as without). */
+constexpr int TRANSPOSE_REUSE = 1024;
+
+/* Launches the kernel for the operands as they are now (the pre-transposed ones included). */
+void launch(gemm_k_split split, float *partials, GPU_GEMM_ARGS) {
 #define GEMM_WGMMA_LAUNCH(TA, TB)                                                                  \
     launch_kernel<TA, TB>(split, partials, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b,    \
                           ldb, beta, c, ldc)
@@ -229,6 +232,32 @@ void run(gemm_k_split split, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
     else if (!trans_a && trans_b) GEMM_WGMMA_LAUNCH(false, true);
     else GEMM_WGMMA_LAUNCH(true, true);
 #undef GEMM_WGMMA_LAUNCH
+}
+
+void run(gemm_k_split split, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+    if (!gpu_gemm_wgmma_available()) {
+        std::fprintf(stderr, "gpu_gemm_tf32_wgmma: needs a GPU of compute capability 9.0 (Hopper)\n");
+        std::exit(1);
+    }
+    float *partials = split.splits > 1 ? workspace.data : nullptr;
+    /* The operands that are not K-major (A transposed: K×M; B not: K×N), transposed into the
+     * workspace after the partial sums when both fit: then the kernel copies 16 bytes at a time. */
+    const bool move_a = trans_a && n >= TRANSPOSE_REUSE, move_b = !trans_b && m >= TRANSPOSE_REUSE;
+    const size_t used = partials ? (size_t)split.splits * m * n : 0;
+    const size_t needed = (move_a ? (size_t)m * k : 0) + (move_b ? (size_t)k * n : 0);
+    if (needed > 0 && used + needed <= workspace.floats) {
+        float *free_space = workspace.data + used;
+        if (move_a) { /* A (K×M) → Aᵀ (M×K) */
+            gpu_transpose(stream, k, m, a, lda, free_space);
+            a = free_space, lda = k, trans_a = false;
+            free_space += (size_t)m * k;
+        }
+        if (move_b) { /* B (K×N) → Bᵀ (N×K) */
+            gpu_transpose(stream, k, n, b, ldb, free_space);
+            b = free_space, ldb = k, trans_b = true;
+        }
+    }
+    launch(split, partials, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (partials) gemm_sum_slices(stream, partials, split, m, n, alpha, beta, c, ldc);
 }
 

@@ -20,7 +20,7 @@ namespace {
 struct gpu_context {
     cudaStream_t stream;
     cublasHandle_t cublas;
-    gpu_gemm_workspace gemm_workspace; /* the tiled GEMM's split-K partial sums */
+    gpu_gemm_workspace gemm_workspace; /* split-K's partial sums, the TF32 wgmma's K-major copies */
     cudaEvent_t start, stop;
     char name[256];
 };
@@ -138,11 +138,21 @@ struct gpu_gemm_case {
     __nv_bfloat16 *a_bf16 = nullptr, *b_bf16 = nullptr; /* made at the first BF16 run */
 };
 
+/* Room in the workspace for a copy of both operands, where the device has it: the TF32 wgmma
+ * rung lays large operands out K-major there (as cuBLAS has a workspace of its own). */
+static void grow_workspace(size_t floats) {
+    gpu_gemm_workspace &w = context.gemm_workspace;
+    if (floats <= w.floats || !device_has_room((floats - w.floats) * sizeof(float))) return;
+    CUDA_CHECK(cudaFree(w.data));
+    w = {device_floats(floats), floats};
+}
+
 extern "C" gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a, bool trans_b,
                                                const float *a, const float *b) {
     size_t a_count = (size_t)m * k, b_count = (size_t)k * n, c_count = (size_t)m * n;
     size_t bf16_bytes = (a_count + b_count) * sizeof(__nv_bfloat16);
     if (!device_has_room((a_count + b_count + c_count) * sizeof(float) + bf16_bytes)) return nullptr;
+    grow_workspace(a_count + b_count);
     gpu_gemm_case *g = new gpu_gemm_case{m, n, k, trans_a, trans_b};
     g->a = uploaded(a, a_count), g->a_count = a_count;
     g->b = uploaded(b, b_count), g->b_count = b_count;
