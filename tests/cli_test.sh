@@ -6,15 +6,8 @@
 set -u
 mlp_train=$1
 data=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
+source "$(dirname "$0")/script_checks.sh" # $work, fail, $failures
 checks=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
 
 # expect STATUS PATTERN -- COMMAND...: the command exits with STATUS and its stdout+stderr
 # match the extended regular expression PATTERN.

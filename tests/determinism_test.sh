@@ -28,8 +28,7 @@ while [ $# -gt 0 ]; do
         shift
     fi
 done
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/script_checks.sh" # $work, fail, $failures
 
 # idx_head SRC DST N: the first N items of the IDX file SRC (raw or gzip), as a gzip file DST.
 idx_head() {
@@ -64,7 +63,6 @@ train() {
         >"$work/$1.out" 2>&1
 }
 
-failures=0
 for impl in "${impls[@]}"; do
     what="$device $impl${options[*]:+ ${options[*]}}"
     [ -z "${threads[0]}" ] || what="$what --threads ${threads[0]}"
@@ -74,23 +72,19 @@ for impl in "${impls[@]}"; do
             echo "skipped: $(cat "$work/first.out")"
             exit 77
         fi
-        echo "FAIL: $what: mlp_train failed: $(tail -3 "$work/first.out")" >&2
-        failures=$((failures + 1))
+        fail "$what: mlp_train failed: $(tail -3 "$work/first.out")"
         continue
     fi
     train second "$impl" 42 "${threads[1]}" && train other_seed "$impl" 43 "${threads[0]}" || {
-        echo "FAIL: $what: mlp_train failed: $(tail -3 "$work/second.out" "$work/other_seed.out")" >&2
-        failures=$((failures + 1))
+        fail "$what: mlp_train failed: $(tail -3 "$work/second.out" "$work/other_seed.out")"
         continue
     }
     digest=$(sha256sum <"$work/first.ckpt" | cut -c1-16)
     if ! cmp -s "$work/first.ckpt" "$work/second.ckpt"; then
-        echo "FAIL: $what: the same seed gave different checkpoints" \
-             "($(cmp -l "$work/first.ckpt" "$work/second.ckpt" | wc -l) bytes differ)" >&2
-        failures=$((failures + 1))
+        fail "$what: the same seed gave different checkpoints" \
+             "($(cmp -l "$work/first.ckpt" "$work/second.ckpt" | wc -l) bytes differ)"
     elif cmp -s "$work/first.ckpt" "$work/other_seed.ckpt"; then
-        echo "FAIL: $what: seeds 42 and 43 gave the same checkpoint: nothing was compared" >&2
-        failures=$((failures + 1))
+        fail "$what: seeds 42 and 43 gave the same checkpoint: nothing was compared"
     else
         echo "$what: bit-identical (sha256 $digest...)"
     fi

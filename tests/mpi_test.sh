@@ -21,14 +21,7 @@ mpirun --version 2>&1 | grep -q 'Open MPI' || { echo "skipped: mpirun is not Ope
 # build) looks for leaks in the runs without mpirun only
 launch=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" mpirun --oversubscribe)
 [ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root) # Open MPI refuses root without it
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
+source "$(dirname "$0")/script_checks.sh" # $work, fail, $failures
 
 # ends_with_message SECONDS PATTERN -- COMMAND...: the command must end within SECONDS (no hang),
 # with a status other than 0, and print PATTERN (an extended regular expression)

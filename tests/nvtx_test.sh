@@ -5,9 +5,7 @@
 # Usage: nvtx_test.sh MLP_TRAIN RECORDER_LIBRARY DATA_DIR
 set -u
 mlp_train=$1 recorder=$2 data=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
+source "$(dirname "$0")/script_checks.sh" # $work, fail, $failures
 
 # check_run NAME "ARGS" RANGE... : runs mlp_train with ARGS under the recorder and checks that
 # each RANGE (a path of nested ranges) was seen and that every range was closed.
@@ -18,13 +16,12 @@ check_run() {
     # shellcheck disable=SC2086 # ARGS is a list of words
     NVTX_INJECTION64_PATH=$recorder NVTX_RECORD_FILE=$record \
         "$mlp_train" $args --data "$data" --epochs 1 --batch 4096 --quiet \
-        >"$work/$name.out" 2>&1 || { echo "FAIL: $name run: $(tail -3 "$work/$name.out")" >&2; failures=$((failures + 1)); return; }
+        >"$work/$name.out" 2>&1 || { fail "$name run: $(tail -3 "$work/$name.out")"; return; }
     for path in "$@"; do
-        grep -qx "mlp_train:$path" "$record" || { echo "FAIL: $name: no range mlp_train:$path" >&2; failures=$((failures + 1)); }
+        grep -qx "mlp_train:$path" "$record" || fail "$name: no range mlp_train:$path"
     done
     if grep -q UNBALANCED "$record"; then
-        echo "FAIL: $name: $(grep UNBALANCED "$record")" >&2
-        failures=$((failures + 1))
+        fail "$name: $(grep UNBALANCED "$record")"
     fi
     echo "$name ranges:"; sed 's/^/  /' "$record"
 }
@@ -40,8 +37,7 @@ if "$mlp_train" --device gpu --epochs 1 --batch 60000 --data "$data" --quiet >/d
     check_run gpu-fused "--device gpu --impl fused" run run/epoch run/epoch/compute run/epoch/d2h \
         run/epoch/eval
     if grep -q "run/epoch/step/h2d" "$work/gpu-graph.txt"; then
-        echo "FAIL: a replayed step cannot show its phases, but h2d was recorded" >&2
-        failures=$((failures + 1))
+        fail "a replayed step cannot show its phases, but h2d was recorded"
     fi
 fi
 [ $failures -eq 0 ] || { echo "nvtx_test: $failures failures" >&2; exit 1; }
