@@ -31,12 +31,14 @@ void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                    epilogue);
 }
 
+/* The ladder's fastest FP32 rung (docs/kernels.md): shared-memory tiles as in gemm_tiled.cu, fed
+ * by a cp.async pipeline; faster than gemm_tiled.cu on every product of the MLP. */
 void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc,
                 const gemm_epilogue *epilogue) {
     gpu_state *gpu = gpu_of(be);
-    gpu_gemm_tiled(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta,
-                   c, ldc, epilogue);
+    gpu_gemm_pipelined(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb,
+                       beta, c, ldc, epilogue);
 }
 
 /* For the GEMMs without an epilogue of their own (cuBLAS, the tensor-core rungs of the ladder):

@@ -31,13 +31,13 @@ phases=(run run/epoch run/epoch/step run/epoch/step/h2d run/epoch/step/forward
 check_run cpu "--device cpu --impl blas" "${phases[@]}"
 if "$mlp_train" --device gpu --epochs 1 --batch 60000 --data "$data" --quiet >/dev/null 2>&1; then
     check_run gpu-direct "--device gpu --impl blas --graph off" "${phases[@]}"
-    # a step replayed from a CUDA graph is one range; a fused pass is one range per epoch
-    check_run gpu-graph "--device gpu --impl blas" run run/epoch run/epoch/step run/epoch/step/compute \
+    # a run of steps replayed from a CUDA graph is one range; a fused pass is one range per epoch
+    check_run gpu-graph "--device gpu --impl blas" run run/epoch run/epoch/steps run/epoch/steps/compute \
         run/epoch/d2h run/epoch/eval
     check_run gpu-fused "--device gpu --impl fused" run run/epoch run/epoch/compute run/epoch/d2h \
         run/epoch/eval
-    if grep -q "run/epoch/step/h2d" "$work/gpu-graph.txt"; then
-        fail "a replayed step cannot show its phases, but h2d was recorded"
+    if grep -q "run/epoch/steps/h2d" "$work/gpu-graph.txt"; then
+        fail "replayed steps cannot show their phases, but h2d was recorded"
     fi
 fi
 [ $failures -eq 0 ] || { echo "nvtx_test: $failures failures" >&2; exit 1; }

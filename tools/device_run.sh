@@ -11,6 +11,7 @@
 #   ncu       Nsight Compute on the first steps' kernels, selected by NVTX range
 #   train     10 epochs of each GPU implementation at batch 64 and 512
 #   profile   --profile tables: data resident, host pageable, host pinned, host overlapped
+#   steptrace the kernels of a graph-replayed step with their durations and gaps (nsys, node trace)
 #   nsys      an Nsight Systems trace of --impl tiled --batch 512 and its summary tables
 #   compare   tools/compare.py: every GPU implementation (--graph on and off) against PyTorch
 #             eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and 2048,
@@ -144,6 +145,25 @@ stage_nsys() {
             >"$out/nsys_stats_$impl.txt" 2>&1
         echo "== nsys, --impl $impl --batch 512: kernels"
         grep -A12 'cuda_gpu_kern_sum' "$out/nsys_stats_$impl.txt" | cut -c1-200
+    done
+}
+
+# The kernels of a graph-replayed step, each with its duration and the idle gap before it:
+# Nsight Systems with --cuda-graph-trace=node (every kernel of a replayed graph traced), 2 epochs,
+# then tools/step_trace.py. Arguments after the stage name: none (tiled and blas at 512 and 2048).
+stage_steptrace() {
+    [ -x .device/nsys.sh ] || { echo "steptrace: .device/nsys.sh missing (run ../shared/gpu-host/stage.sh, carry .device)"; return 1; }
+    local impl batch name
+    for impl in ${STEPTRACE_IMPLS:-tiled blas}; do
+        for batch in ${STEPTRACE_BATCHES:-512 2048}; do
+            name=steptrace_${impl}_$batch
+            .device/nsys.sh profile -t cuda --cuda-graph-trace=node -o "/tmp/$name" -f true "$mlp" --device gpu \
+                --impl $impl --batch $batch --epochs 2 --data "$data" --quiet >"$out/$name.log" 2>&1 ||
+                { echo "steptrace: nsys failed: $(tail -3 "$out/$name.log")"; continue; }
+            .device/nsys.sh stats -r cuda_gpu_trace --format csv "/tmp/$name.nsys-rep" >"$out/$name.csv" 2>&1
+            echo "== $impl, batch $batch"
+            python3 tools/step_trace.py "$out/$name.csv" $((2 * (60000 + batch - 1) / batch)) | tee "$out/$name.txt" | head -40
+        done
     done
 }
 

@@ -1,4 +1,5 @@
-/* Writing a GEMM's finished tile: C = alpha · acc + beta · C (C not read when beta is zero),
+/* Writing a GEMM's finished tile: C = epilogue(alpha · acc + beta · C) (C not read when beta is
+ * zero; the epilogue of src/backend.h, none unless given),
  * 8 or 16 bytes at a time where aligned, element by element at the matrix's edge. Used by the
  * ladder's rungs (gemm_warptiled.cu and after). */
 #ifndef MLP_GEMM_OUTPUT_CUH
@@ -9,17 +10,28 @@
 #include "gemm_common.cuh"
 
 /* Where a block puts its finished tile (C, or split-K's plane of partial sums) and how:
- * out = alpha · acc + beta · out. `pairs`, `quads`: whether 8- and 16-byte stores are aligned. */
+ * out = epilogue(alpha · acc + beta · out). `pairs`, `quads`: whether 8- and 16-byte stores are
+ * aligned. */
 struct gemm_output {
     float *c;
     int ldc;
     float alpha, beta;
     bool pairs, quads;
+    gemm_epilogue epilogue;
 };
 
-__device__ __forceinline__ gemm_output output_to_c(float *c, int ldc, float alpha, float beta) {
+__device__ __forceinline__ gemm_output output_to_c(float *c, int ldc, float alpha, float beta,
+                                                   const gemm_epilogue &epilogue = gemm_epilogue{}) {
     const uintptr_t base = reinterpret_cast<uintptr_t>(c);
-    return {c, ldc, alpha, beta, base % 8 == 0 && ldc % 2 == 0, base % 16 == 0 && ldc % 4 == 0};
+    return {c, ldc, alpha, beta, base % 8 == 0 && ldc % 2 == 0, base % 16 == 0 && ldc % 4 == 0,
+            epilogue};
+}
+
+/* alpha · v + beta · old, through the epilogue, for the element at (row, col). */
+__device__ __forceinline__ float output_value(const gemm_output &out, int row, int col, float v,
+                                              float old) {
+    const float value = out.beta != 0.0f ? out.alpha * v + out.beta * old : out.alpha * v;
+    return apply_epilogue(value, out.epilogue, row, col, out.ldc);
 }
 
 /* out(row, col) and out(row, col + 1), each only if inside the m×n matrix. */
@@ -28,15 +40,12 @@ __device__ __forceinline__ void store_pair(const gemm_output &out, int m, int n,
     if (row >= m) return;
     float *to = out.c + (size_t)row * out.ldc + col;
     if (out.pairs && col + 1 < n) {
-        float2 value = make_float2(out.alpha * v0, out.alpha * v1);
-        if (out.beta != 0.0f) {
-            const float2 old = *reinterpret_cast<const float2 *>(to);
-            value.x += out.beta * old.x, value.y += out.beta * old.y;
-        }
-        *reinterpret_cast<float2 *>(to) = value;
+        const float2 old = out.beta != 0.0f ? *reinterpret_cast<const float2 *>(to) : float2{};
+        *reinterpret_cast<float2 *>(to) =
+            make_float2(output_value(out, row, col, v0, old.x), output_value(out, row, col + 1, v1, old.y));
     } else {
-        if (col < n) write_c(out.c, out.ldc, row, col, v0, out.alpha, out.beta);
-        if (col + 1 < n) write_c(out.c, out.ldc, row, col + 1, v1, out.alpha, out.beta);
+        if (col < n) write_c(out.c, out.ldc, row, col, v0, out.alpha, out.beta, out.epilogue);
+        if (col + 1 < n) write_c(out.c, out.ldc, row, col + 1, v1, out.alpha, out.beta, out.epilogue);
     }
 }
 
@@ -46,18 +55,15 @@ __device__ __forceinline__ void store_quad(const gemm_output &out, int m, int n,
     if (row >= m) return;
     float *to = out.c + (size_t)row * out.ldc + col;
     if (out.quads && col + 3 < n) {
-        float4 value = make_float4(out.alpha * v.x, out.alpha * v.y, out.alpha * v.z, out.alpha * v.w);
-        if (out.beta != 0.0f) {
-            const float4 old = *reinterpret_cast<const float4 *>(to);
-            value.x += out.beta * old.x, value.y += out.beta * old.y;
-            value.z += out.beta * old.z, value.w += out.beta * old.w;
-        }
-        *reinterpret_cast<float4 *>(to) = value;
+        const float4 old = out.beta != 0.0f ? *reinterpret_cast<const float4 *>(to) : float4{};
+        *reinterpret_cast<float4 *>(to) =
+            make_float4(output_value(out, row, col, v.x, old.x), output_value(out, row, col + 1, v.y, old.y),
+                        output_value(out, row, col + 2, v.z, old.z), output_value(out, row, col + 3, v.w, old.w));
     } else {
         const float values[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int e = 0; e < 4; e++)
-            if (col + e < n) write_c(out.c, out.ldc, row, col + e, values[e], out.alpha, out.beta);
+            if (col + e < n) write_c(out.c, out.ldc, row, col + e, values[e], out.alpha, out.beta, out.epilogue);
     }
 }
 

@@ -122,14 +122,15 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, fl
         for (int j = 0; j < TN; j++) acc[i][j] += av[i] * bv[j];
 }
 
-/* C (M×N) = alpha · op(A) · op(B) + beta · C, or with partials != nullptr the raw product of
- * K slice blockIdx.z into plane z of partials. Grid ceil(N/BN) × ceil(M/BM) × slices;
+/* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C), or with partials != nullptr the raw
+ * product of K slice blockIdx.z into plane z of partials. Grid ceil(N/BN) × ceil(M/BM) × slices;
  * CFG::SHARED_BYTES of dynamic shared memory. */
 template <typename CFG, bool TRANS_A, bool TRANS_B>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
                       int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
-                      int ldc, float *__restrict__ partials, bool vector_a, bool vector_b) {
+                      int ldc, gemm_epilogue epilogue, float *__restrict__ partials, bool vector_a,
+                      bool vector_b) {
     constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
     constexpr int LANES_M = CFG::LANES_M, LANES_N = CFG::LANES_N, TM = CFG::TM, TN = CFG::TN;
     constexpr int REPEAT_M = CFG::REPEAT_M, REPEAT_N = CFG::REPEAT_N;
@@ -180,7 +181,7 @@ gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const f
         }
     }
 
-    const gemm_output out = block_output(c, ldc, alpha, beta, partials, m, n);
+    const gemm_output out = block_output(c, ldc, alpha, beta, partials, m, n, epilogue);
 #pragma unroll
     for (int rm = 0; rm < REPEAT_M; rm++)
 #pragma unroll
@@ -204,11 +205,11 @@ template <typename CFG, bool TRANS_A, bool TRANS_B> void allow_shared_memory() {
 }
 
 template <typename CFG, bool TRANS_A, bool TRANS_B>
-void launch_kernel(gemm_k_split split, float *partials, GPU_GEMM_ARGS) {
+void launch_kernel(gemm_k_split split, float *partials, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
     allow_shared_memory<CFG, TRANS_A, TRANS_B>();
     const dim3 blocks(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
     gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B><<<blocks, CFG::THREADS, CFG::SHARED_BYTES, stream>>>(
-        m, n, k, split.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, partials,
+        m, n, k, split.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, partials,
         float4_aligned(a, lda), float4_aligned(b, ldb));
     CUDA_CHECK_LAUNCH();
 }
@@ -217,46 +218,50 @@ long tiles(int m, int n, int side) { return (long)blocks_for(m, side) * blocks_f
 long wide_tiles(int m, int n) { return (long)blocks_for(m, wide_tile::BM) * blocks_for(n, wide_tile::BN); }
 
 /* K cut into `forced_splits` slices, or (0) as many as the grid needs. */
-template <typename CFG> void run(int forced_splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+template <typename CFG>
+void run(int forced_splits, gpu_gemm_workspace workspace, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
     const gemm_k_split split =
         forced_splits > 0 ? gemm_slices(forced_splits, m, n, k, CFG::BK, MIN_SLICE, workspace)
                           : gemm_choose_slices((long)blocks_for(m, CFG::BM) * blocks_for(n, CFG::BN), m, n, k, CFG::BK, MIN_SLICE, workspace);
     float *partials = split.splits > 1 ? workspace.data : nullptr;
 #define GEMM_PIPELINED_LAUNCH(TA, TB)                                                              \
-    launch_kernel<CFG, TA, TB>(split, partials, stream, trans_a, trans_b, m, n, k, alpha, a, lda,  \
-                               b, ldb, beta, c, ldc)
+    launch_kernel<CFG, TA, TB>(split, partials, epilogue, stream, trans_a, trans_b, m, n, k, alpha, \
+                               a, lda, b, ldb, beta, c, ldc)
     if (!trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(false, false);
     else if (trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(true, false);
     else if (!trans_a && trans_b) GEMM_PIPELINED_LAUNCH(false, true);
     else GEMM_PIPELINED_LAUNCH(true, true);
 #undef GEMM_PIPELINED_LAUNCH
-    if (partials) gemm_sum_slices(stream, partials, split, m, n, alpha, beta, c, ldc);
+    if (partials) gemm_sum_slices(stream, partials, split, m, n, alpha, beta, c, ldc, epilogue);
 }
 
-void run_tile(int tile, int forced_splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+void run_tile(int tile, int forced_splits, gpu_gemm_workspace workspace, const gemm_epilogue *epilogue,
+              GPU_GEMM_ARGS) {
+    const gemm_epilogue e = epilogue ? *epilogue : gemm_epilogue{};
 #define GEMM_PIPELINED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
-    if (tile == 256) run<wide_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
-    else if (tile == 128) run<large_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
-    else if (tile == 64) run<small_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
-    else run<narrow_tile>(forced_splits, workspace, GEMM_PIPELINED_ARGS);
+    if (tile == 256) run<wide_tile>(forced_splits, workspace, e, GEMM_PIPELINED_ARGS);
+    else if (tile == 128) run<large_tile>(forced_splits, workspace, e, GEMM_PIPELINED_ARGS);
+    else if (tile == 64) run<small_tile>(forced_splits, workspace, e, GEMM_PIPELINED_ARGS);
+    else run<narrow_tile>(forced_splits, workspace, e, GEMM_PIPELINED_ARGS);
 #undef GEMM_PIPELINED_ARGS
 }
 
 } // namespace
 
-void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS,
+                                  const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     if (tile != 32 && tile != 64 && tile != 128 && tile != 256) {
         std::fprintf(stderr, "gpu_gemm_pipelined_with_plan: no tile %d (32, 64, 128 or 256)\n", tile);
         std::exit(1);
     }
-    run_tile(tile, splits > 1 ? splits : 1, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_tile(tile, splits > 1 ? splits : 1, workspace, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* The largest tile that still gives every multiprocessor a block, 128×256, 128×128 or 64×64;
  * failing that 64×64 with split-K, or 32×32 (16 deep) when M or N is under 64 or K under 32,
  * where a 64-wide or 32-deep tile would be mostly padding. */
-void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     const int sms = gemm_multiprocessor_count();
     const bool narrow = m < 64 || n < 64 || k < 32;
@@ -264,5 +269,5 @@ void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
                      : tiles(m, n, 128) >= sms          ? 128
                      : tiles(m, n, 64) >= sms || !narrow ? 64
                                                          : 32;
-    run_tile(tile, 0, workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_tile(tile, 0, workspace, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

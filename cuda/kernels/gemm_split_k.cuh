@@ -48,13 +48,15 @@ __device__ __forceinline__ gemm_k_range block_k_range(int k, int k_per_split) {
     return {begin, min(k, begin + k_per_split)};
 }
 
-/* partials == nullptr: C itself. Otherwise plane blockIdx.z of partials (M×N, row stride N). */
+/* partials == nullptr: C itself, through the epilogue. Otherwise plane blockIdx.z of partials
+ * (M×N, row stride N), raw: gemm_sum_slices applies the epilogue. */
 __device__ __forceinline__ gemm_output block_output(float *c, int ldc, float alpha, float beta,
-                                                    float *partials, int m, int n) {
-    if (!partials) return output_to_c(c, ldc, alpha, beta);
+                                                    float *partials, int m, int n,
+                                                    const gemm_epilogue &epilogue = gemm_epilogue{}) {
+    if (!partials) return output_to_c(c, ldc, alpha, beta, epilogue);
     /* the workspace is cudaMalloc'd: plane z, z·m·n floats in, keeps 8-byte alignment when n is
      * even and 16-byte alignment when n is a multiple of 4 */
-    return {partials + (size_t)blockIdx.z * m * n, n, 1.0f, 0.0f, n % 2 == 0, n % 4 == 0};
+    return {partials + (size_t)blockIdx.z * m * n, n, 1.0f, 0.0f, n % 2 == 0, n % 4 == 0, gemm_epilogue{}};
 }
 
 #endif
