@@ -1,8 +1,8 @@
 /* The operation table on the GPU. Memory is device memory; every operation is queued on one
  * stream and returns at once; only download() and synchronize() wait. A timing stamp is a CUDA
  * event on that stream, and a recording is a CUDA graph captured from it. The naive, tiled and
- * blas implementations differ only in their GEMM: the naive or tiled kernels of kernels/, or
- * cuBLAS; in TF32 and BF16 (--precision), the tensor-core rungs of the GEMM ladder or cuBLAS's
+ * blas implementations differ in their GEMM: the naive or tiled kernels of kernels/, or cuBLAS
+ * (and tiled, in FP32, runs a step's output layer in one operation, output_layer.cu); in TF32 and BF16 (--precision), the tensor-core rungs of the GEMM ladder or cuBLAS's
  * reduced-precision compute types. The fused implementation is the tiled one plus a whole
  * training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
 #include <cstdio>
@@ -187,6 +187,35 @@ void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labe
                               gpu->softmax_scratch);
 }
 
+/* The output layer in two launches (output_layer.cu) instead of seven. Offered by the tiled
+ * implementation in FP32 (and so by fused where it trains step by step): naive and blas keep
+ * the unfused step, which is what they are there to show, and TF32 and BF16 keep the output
+ * layer's products in their precision. Its scratch is set aside here, before any recording. */
+bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
+    if (!gpu_output_layer_fits(in, classes)) return false;
+    gpu_state *gpu = gpu_of(be);
+    size_t floats = gpu_output_layer_scratch_floats(max_rows, in, classes);
+    if (floats <= gpu->output_layer_scratch_floats) return true;
+    CUDA_CHECK(cudaStreamSynchronize(gpu->stream)); /* the old scratch may still be read */
+    if (gpu->output_layer_scratch) CUDA_CHECK(cudaFree(gpu->output_layer_scratch));
+    gpu->output_layer_scratch = static_cast<float *>(gpu_alloc_or_exit(floats * sizeof(float)));
+    gpu->output_layer_scratch_floats = floats;
+    return true;
+}
+
+void output_layer(backend *be, const output_layer_step *step) {
+    gpu_state *gpu = gpu_of(be);
+    size_t floats = gpu_output_layer_scratch_floats(step->rows, step->in, step->classes);
+    if (floats > gpu->output_layer_scratch_floats) {
+        std::fprintf(stderr,
+                     "mlp_train: internal error: the output layer needs %zu floats of scratch, "
+                     "but only %zu were set aside (output_layer_prepare)\n",
+                     floats, gpu->output_layer_scratch_floats);
+        std::exit(1);
+    }
+    gpu_output_layer(gpu->stream, *step, gpu->output_layer_scratch);
+}
+
 void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
     gpu_column_sums(gpu_of(be)->stream, matrix, rows, cols, sums);
 }
@@ -289,6 +318,7 @@ void destroy(backend *be) {
     if (gpu->gemm_workspace.data) CUDA_CHECK(cudaFree(gpu->gemm_workspace.data));
     if (gpu->bf16_a) CUDA_CHECK(cudaFree(gpu->bf16_a));
     if (gpu->bf16_b) CUDA_CHECK(cudaFree(gpu->bf16_b));
+    if (gpu->output_layer_scratch) CUDA_CHECK(cudaFree(gpu->output_layer_scratch));
     gpu_softmax_scratch_destroy(gpu->softmax_scratch);
     CUDA_CHECK(cudaStreamDestroy(gpu->stream));
     delete gpu;
@@ -343,6 +373,10 @@ void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
     be->memory_available = memory_available;
     be->gemm = chosen->gemm[precision];
     if (be->gemm == gemm_tiled_bf16) be->reserve_gemm_operands = reserve_bf16_operands;
+    if (be->gemm == gemm_tiled) {
+        be->output_layer_prepare = output_layer_prepare;
+        be->output_layer = output_layer;
+    }
     be->softmax_cross_entropy = softmax_cross_entropy;
     be->column_sums = column_sums;
     be->sum = sum;

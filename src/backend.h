@@ -68,6 +68,29 @@ typedef struct {
     int32_t optimizer_steps; /* updates made before the current step (Adam's bias correction) */
 } pass_cursor;
 
+/* The output layer of one training step, forward and backward, with h the last hidden layer's
+ * output (after its ReLU):
+ *   logits = h·W + b, and each row's loss and correctness as softmax_cross_entropy writes them
+ *   dlogits = grad_scale · (softmax(logits) − onehot(label))      (rows×classes, not stored)
+ *   weight_grad = hᵀ·dlogits,  bias_grad = column sums of dlogits
+ *   hidden_delta = dlogits·Wᵀ, zero where h <= 0 (the gradient w.r.t. the hidden layer's
+ *                  pre-activation),  hidden_bias_grad = column sums of hidden_delta
+ * Every sum over rows is deterministic (the same bits every time). */
+typedef struct {
+    const float *hidden;     /* rows×in */
+    const float *weights;    /* in×classes */
+    const float *bias;       /* classes */
+    const uint8_t *labels;   /* rows */
+    int rows, in, classes;
+    float grad_scale;
+    float *weight_grad;      /* in×classes */
+    float *bias_grad;        /* classes */
+    float *hidden_delta;     /* rows×in */
+    float *hidden_bias_grad; /* in */
+    float *row_loss, *row_correct; /* at o + r, o = cursor->first_row */
+    const pass_cursor *cursor;     /* NULL: o = 0 */
+} output_layer_step;
+
 /* Where the training batches come from on a GPU (the CPU always reads host memory in place). */
 typedef enum {
     DATA_RESIDENT,      /* whole data set copied to the device once; batches gathered there */
@@ -139,6 +162,15 @@ struct backend {
                                   int classes, float grad_scale, float *grad, float *bias_grad,
                                   float *row_loss, float *row_correct, int32_t *prediction,
                                   const pass_cursor *cursor);
+
+    /* ---- the output layer of a training step in one operation (optional) ----
+     * output_layer_prepare says whether output_layer can run this output layer (in inputs,
+     * classes outputs, batches of up to max_rows rows), and sets aside the memory it needs; it is
+     * called once, when the model is created (before any step is recorded). Where it says no, or
+     * is NULL, the model runs the output layer as gemm, softmax_cross_entropy, gemm, gemm and
+     * column_sums (model.c); where it says yes, model.c calls output_layer instead. */
+    bool (*output_layer_prepare)(backend *be, int max_rows, int in, int classes);
+    void (*output_layer)(backend *be, const output_layer_step *step);
 
     /* sums[c] = sum over r of matrix[r][c], matrix is rows×cols; a deterministic reduction. */
     void (*column_sums)(backend *be, const float *matrix, int rows, int cols, float *sums);

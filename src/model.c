@@ -114,6 +114,10 @@ mlp_model *mlp_model_create(backend *be, const mlp_shape *shape, int max_rows) {
     model->deltas[1] = be->alloc(be, delta_bytes);
     if (be->reserve_gemm_operands)
         be->reserve_gemm_operands(be, largest_gemm_operand(shape, max_rows));
+    model->output_layer_fused =
+        shape->layers >= 2 && be->output_layer_prepare &&
+        be->output_layer_prepare(be, max_rows, shape->width[shape->layers - 1],
+                                 shape->width[shape->layers]);
     return model;
 }
 
@@ -128,11 +132,12 @@ void mlp_model_destroy(mlp_model *model) {
     free(model);
 }
 
-void mlp_forward(mlp_model *model, const float *x, int rows) {
+/* Layers [0, layers) of the forward pass, from x (rows × width[0]). */
+static void forward_layers(mlp_model *model, const float *x, int rows, int layers) {
     backend *be = model->be;
     const mlp_shape *s = &model->shape;
     const float *input = x;
-    for (int l = 0; l < s->layers; l++) {
+    for (int l = 0; l < layers; l++) {
         int in = s->width[l], out = s->width[l + 1];
         float *z = model->activations[l];
         /* Z (rows×out) = input (rows×in) · W_l (in×out) + b_l, through the ReLU unless last */
@@ -143,30 +148,75 @@ void mlp_forward(mlp_model *model, const float *x, int rows) {
     }
 }
 
-void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, int batch_rows,
-              bool for_training, const pass_metrics *metrics, const pass_cursor *cursor) {
+void mlp_forward(mlp_model *model, const float *x, int rows) {
+    forward_layers(model, x, rows, model->shape.layers);
+}
+
+void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, const pass_metrics *metrics,
+              const pass_cursor *cursor) {
+    const mlp_shape *s = &model->shape;
+    model->be->softmax_cross_entropy(model->be, model->activations[s->layers - 1], labels, rows,
+                                     s->width[s->layers], 1.0f, NULL, NULL, metrics->row_loss,
+                                     metrics->row_correct, metrics->prediction, cursor);
+}
+
+/* The output layer (forward and backward) in one backend operation; see output_layer_fused. */
+static void fused_output_layer(mlp_model *model, const uint8_t *labels, int rows, float grad_scale,
+                               const pass_metrics *metrics, const pass_cursor *cursor) {
     const mlp_shape *s = &model->shape;
     int last = s->layers - 1;
-    float *logit_grad = for_training ? model->deltas[last % 2] : NULL;
-    float *bias_grad = for_training ? model->grads + s->bias_offset[last] : NULL;
+    output_layer_step step = {
+        .hidden = model->activations[last - 1],
+        .weights = model->params + s->weight_offset[last],
+        .bias = model->params + s->bias_offset[last],
+        .labels = labels,
+        .rows = rows,
+        .in = s->width[last],
+        .classes = s->width[last + 1],
+        .grad_scale = grad_scale,
+        .weight_grad = model->grads + s->weight_offset[last],
+        .bias_grad = model->grads + s->bias_offset[last],
+        .hidden_delta = model->deltas[(last - 1) % 2],
+        .hidden_bias_grad = model->grads + s->bias_offset[last - 1],
+        .row_loss = metrics->row_loss,
+        .row_correct = metrics->row_correct,
+        .cursor = cursor,
+    };
+    model->be->output_layer(model->be, &step);
+}
+
+void mlp_forward_loss(mlp_model *model, const float *x, const uint8_t *labels, int rows,
+                      int batch_rows, const pass_metrics *metrics, const pass_cursor *cursor) {
+    const mlp_shape *s = &model->shape;
+    int last = s->layers - 1;
+    float grad_scale = 1.0f / (float)batch_rows;
+    if (model->output_layer_fused) {
+        forward_layers(model, x, rows, last);
+        fused_output_layer(model, labels, rows, grad_scale, metrics, cursor);
+        return;
+    }
+    forward_layers(model, x, rows, s->layers);
     model->be->softmax_cross_entropy(model->be, model->activations[last], labels, rows,
-                                     s->width[s->layers], 1.0f / (float)batch_rows, logit_grad, bias_grad,
-                                     metrics->row_loss, metrics->row_correct, metrics->prediction,
-                                     cursor);
+                                     s->width[s->layers], grad_scale, model->deltas[last % 2],
+                                     model->grads + s->bias_offset[last], metrics->row_loss,
+                                     metrics->row_correct, metrics->prediction, cursor);
 }
 
 void mlp_backward(mlp_model *model, const float *x, int rows) {
     backend *be = model->be;
     const mlp_shape *s = &model->shape;
-    for (int l = s->layers - 1; l >= 0; l--) {
+    /* The loss left the output layer's delta and bias gradient; a fused output layer left all of
+     * its gradients, and the delta and bias gradient of the layer below it. */
+    int top = s->layers - 1 - (model->output_layer_fused ? 1 : 0);
+    for (int l = top; l >= 0; l--) {
         int in = s->width[l], out = s->width[l + 1];
         const float *input = l == 0 ? x : model->activations[l - 1];
         const float *delta = model->deltas[l % 2]; /* dLoss/dZ_l, rows×out */
         /* dW_l (in×out) = input^T (in×rows) · delta (rows×out) */
         be->gemm(be, true, false, in, out, rows, 1.0f, input, in, delta, out, 0.0f,
                  model->grads + s->weight_offset[l], out, NULL);
-        /* db_l (out) = column sums of delta; the output layer's came with the loss */
-        if (l < s->layers - 1) be->column_sums(be, delta, rows, out, model->grads + s->bias_offset[l]);
+        /* db_l (out) = column sums of delta, unless it came with the loss */
+        if (l < top) be->column_sums(be, delta, rows, out, model->grads + s->bias_offset[l]);
         if (l == 0) break;
         /* dZ_{l-1} (rows×in) = delta (rows×out) · W_l^T (out×in), zero where the ReLU was */
         float *input_delta = model->deltas[(l - 1) % 2];

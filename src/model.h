@@ -48,6 +48,9 @@ typedef struct {
     float *grads;                          /* param_count, same layout */
     float *activations[MLP_MAX_LAYERS];    /* layer l's output: max_rows × width[l+1]; last = logits */
     float *deltas[2];                      /* gradient w.r.t. a layer's pre-activation, ping-pong */
+    /* The backend runs a training step's output layer, forward and backward, in one operation
+     * (backend.h, output_layer): a hidden layer's delta and bias gradient come with the loss. */
+    bool output_layer_fused;
 } mlp_model;
 
 mlp_model *mlp_model_create(backend *be, const mlp_shape *shape, int max_rows);
@@ -63,17 +66,23 @@ typedef struct {
     int32_t *prediction; /* NULL: not wanted */
 } pass_metrics;
 
-/* Softmax cross-entropy of the logits against labels: each row's loss and correctness (and
- * prediction) into metrics, at the rows starting at cursor->first_row (0 if cursor is NULL).
- * With for_training, also the gradient w.r.t. the logits of the rows' summed loss divided by
- * batch_rows, kept for mlp_backward, and the output layer's bias gradient: the gradient of the
- * batch's mean loss when batch_rows == rows; when these rows are one rank's share of a batch of
- * batch_rows rows, the ranks' gradients add up to that. */
-void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, int batch_rows,
-              bool for_training, const pass_metrics *metrics, const pass_cursor *cursor);
+/* Softmax cross-entropy of the logits (mlp_forward's) against labels: each row's loss and
+ * correctness (and prediction) into metrics, at the rows starting at cursor->first_row (0 if
+ * cursor is NULL). For evaluation: no gradient. */
+void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, const pass_metrics *metrics,
+              const pass_cursor *cursor);
 
-/* Gradients of mlp_loss's loss w.r.t. every parameter into model->grads (overwritten, not added);
- * the output layer's bias gradient is mlp_loss's (for_training), so that call comes first. */
+/* A training step's forward pass and loss: the metrics as mlp_loss writes them, and the gradient
+ * w.r.t. the logits of the rows' summed loss divided by batch_rows, kept for mlp_backward, with
+ * the output layer's bias gradient. That is the gradient of the batch's mean loss when
+ * batch_rows == rows; when these rows are one rank's share of a batch of batch_rows rows, the
+ * ranks' gradients add up to it. Where the output layer is fused (output_layer_fused), the
+ * logits are not stored, and the output layer's backward comes here too. */
+void mlp_forward_loss(mlp_model *model, const float *x, const uint8_t *labels, int rows,
+                      int batch_rows, const pass_metrics *metrics, const pass_cursor *cursor);
+
+/* Gradients of mlp_forward_loss's loss w.r.t. every parameter into model->grads (overwritten,
+ * not added), from what mlp_forward_loss left (so that call comes first). */
 void mlp_backward(mlp_model *model, const float *x, int rows);
 
 #endif

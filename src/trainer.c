@@ -176,9 +176,10 @@ static void warm_up(trainer *t) {
     be->upload(be, labels, zeros, (size_t)rows);
     for (int i = 0; i < 3; i++) {
         if (rows_list[i] <= 0) continue;
-        mlp_forward(model, x, rows_list[i]);
-        mlp_loss(model, labels, rows_list[i], rows_list[i], true, &scratch, NULL);
+        mlp_forward_loss(model, x, labels, rows_list[i], rows_list[i], &scratch, NULL);
         mlp_backward(model, x, rows_list[i]);
+        mlp_forward(model, x, rows_list[i]); /* the test pass's kernels */
+        mlp_loss(model, labels, rows_list[i], &scratch, NULL);
     }
     if (be->all_reduce_sum) be->all_reduce_sum(be, model->grads, model->shape.param_count);
     be->synchronize(be);
@@ -198,9 +199,8 @@ static void queue_gradients(trainer *t, int kind, phase_profile *profile) {
     phase_end(profile, PHASE_H2D);
 
     phase_begin(profile, PHASE_FORWARD);
-    mlp_forward(t->model, batch.x, rows);
-    mlp_loss(t->model, batch.y, rows, t->plan.batch_rows[kind], true, &t->train_metrics,
-             t->train_cursor);
+    mlp_forward_loss(t->model, batch.x, batch.y, rows, t->plan.batch_rows[kind],
+                     &t->train_metrics, t->train_cursor);
     phase_end(profile, PHASE_FORWARD);
 
     phase_begin(profile, PHASE_BACKWARD);
@@ -437,7 +437,7 @@ static void test_pass(trainer *t, int32_t *predictions) {
         int rows = count - offset < t->model->max_rows ? count - offset : t->model->max_rows;
         batch_view batch = be->feed_next(t->test_feed, rows, t->test_cursor);
         mlp_forward(t->model, batch.x, rows);
-        mlp_loss(t->model, batch.y, rows, rows, false, &metrics, t->test_cursor);
+        mlp_loss(t->model, batch.y, rows, &metrics, t->test_cursor);
         be->advance_cursor(be, t->test_cursor, rows);
     }
 }

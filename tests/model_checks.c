@@ -38,7 +38,7 @@ static double mean_loss(check_setup *s, const float *params) {
     float losses[CHECK_ROWS];
     be->upload(be, s->model->params, params, s->model->shape.param_count * sizeof(float));
     mlp_forward(s->model, s->x, CHECK_ROWS);
-    mlp_loss(s->model, s->labels, CHECK_ROWS, CHECK_ROWS, false, &s->metrics, NULL);
+    mlp_loss(s->model, s->labels, CHECK_ROWS, &s->metrics, NULL);
     be->download(be, losses, s->metrics.row_loss, sizeof losses);
     double total = 0.0;
     for (int r = 0; r < CHECK_ROWS; r++) total += losses[r];
@@ -49,8 +49,7 @@ static void analytic_gradient(check_setup *s, const float *params, float *grads)
     backend *be = s->be;
     size_t n = s->model->shape.param_count;
     be->upload(be, s->model->params, params, n * sizeof(float));
-    mlp_forward(s->model, s->x, CHECK_ROWS);
-    mlp_loss(s->model, s->labels, CHECK_ROWS, CHECK_ROWS, true, &s->metrics, NULL);
+    mlp_forward_loss(s->model, s->x, s->labels, CHECK_ROWS, CHECK_ROWS, &s->metrics, NULL);
     mlp_backward(s->model, s->x, CHECK_ROWS);
     be->download(be, grads, s->model->grads, n * sizeof(float));
 }

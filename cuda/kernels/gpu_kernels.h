@@ -62,6 +62,15 @@ void gpu_softmax_cross_entropy(cudaStream_t stream, const float *logits, const u
                                int32_t *prediction, const pass_cursor *cursor,
                                gpu_softmax_scratch scratch);
 
+/* output_layer.cu: a training step's output layer, forward and backward, in two launches
+ * (backend.h, output_layer_step). gpu_output_layer_fits says whether the kernels hold in inputs
+ * and classes outputs; scratch holds gpu_output_layer_scratch_floats(rows...) floats (the
+ * blocks' partial sums; one per stream). */
+constexpr int OUTPUT_LAYER_MAX_IN = 1024;
+bool gpu_output_layer_fits(int in, int classes);
+size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes);
+void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float *scratch);
+
 /* cursor.cu: cursor->first_row += rows, cursor->optimizer_steps += 1, on the device. */
 void gpu_advance_cursor(cudaStream_t stream, pass_cursor *cursor, int rows);
 

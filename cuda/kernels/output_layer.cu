@@ -1,0 +1,316 @@
+/* The output layer of a training step, forward and backward, in two launches (backend.h,
+ * output_layer_step), where the unfused step takes seven: the logits' GEMM and its split-K sum,
+ * the softmax, the weight gradient's GEMM and its sum, the input gradient's GEMM and the hidden
+ * layer's bias sums. The output layer is thin (784-256-10: 10 columns), so its GEMMs are too
+ * small to fill the GPU and each costs a launch and a round trip through L2 for little work.
+ *
+ * Shapes (row-major): h is R×H (the last hidden layer, after its ReLU), W is H×C, b is C.
+ *
+ * Launch 1, output_layer_rows: one block per 8 rows, a warp per row. W (transposed) and b are
+ * copied to shared memory once per block. For row r, lane j holds h[r][j + 32i]:
+ *     partial[c] = sum over the lane's k of h[r][k]·W[k][c], for every class c
+ *     a transposing sum over the warp leaves logit[c] = b[c] + sum of partial[c] in the lanes
+ *     of class c (two lanes a class for C <= 16, one for C <= 32)
+ *     softmax across those lanes, as softmax_cross_entropy.cu computes it: loss, correctness,
+ *     the lane's dlogit; then every lane gets every class's dlogit (shuffles)
+ *     dh[r][k] = sum over c of dlogits[c]·W[k][c], 0 where h[r][k] <= 0, for the lane's k
+ *   The block keeps its rows' h, dh and dlogits in shared memory; after a barrier its threads
+ *   sum them over the block's rows into the block's plane of partial sums, laid out as
+ *     [ dbh (H) | dW (H×C, dW[k][c] = sum over rows of h[r][k]·dlogits[r][c]) | db (C) ].
+ *   At these sizes the kernel is a chain of latencies, not of arithmetic: its global loads are
+ *   all issued before the first wait, and the small blocks spread a batch over many SMs.
+ * Launch 2, sum_planes: each of those H + H·C + C outputs is the sum of the planes, added in
+ *   block order (deterministic): a block takes 32 outputs, its 32 warps every 32nd plane, and
+ *   warp 0 adds the warps' sums in order.
+ *
+ * Limits: H ≤ OUTPUT_LAYER_MAX_IN (a lane holds H/32 values of a row), C ≤ 32 (a lane holds
+ * every logit), and W with the block's rows must fit in shared memory; the backend checks
+ * them (gpu_output_layer_fits) before it offers the operation. */
+#include <cmath>
+
+#include "../cuda_check.h"
+#include "gpu_kernels.h"
+#include "warp_reduce.cuh"
+
+namespace {
+
+constexpr int THREADS = 256;
+constexpr int WARPS = THREADS / 32;
+constexpr int ROWS_PER_BLOCK = WARPS; /* a row per warp */
+constexpr int MAX_CLASSES = 32;
+
+struct row_args {
+    output_layer_step step;
+    float *planes; /* blocks × plane_floats */
+};
+
+__host__ __device__ int plane_floats(int in, int classes) { return in + in * classes + classes; }
+
+/* The kernels' class counts: C rounded up to 10 (digits and Fashion-MNIST's ten classes: no
+ * padding), 16 or 32; and the classes of the softmax's lane layout (a power of two). */
+constexpr int TEN_CLASSES = 10;
+int padded_classes(int classes) { return classes <= TEN_CLASSES ? TEN_CLASSES : classes <= 16 ? 16 : MAX_CLASSES; }
+__host__ __device__ constexpr int lane_classes(int classes) { return classes <= 16 ? 16 : 32; }
+
+/* Floats of shared memory a block of launch 1 uses: W and b (padded), then h, dh and dlogits of
+ * its rows. */
+size_t row_shared_floats(int in, int classes) {
+    int padded = padded_classes(classes);
+    return (size_t)(in + 1) * padded + lane_classes(padded) + 2 * (size_t)ROWS_PER_BLOCK * in +
+           (size_t)ROWS_PER_BLOCK * padded;
+}
+
+/* The kernels come in sizes: C is padded to CLASSES (10, 16 or 32), VALUES (8 or 32) bounds
+ * H / 32, so that the per-lane arrays stay in registers, the loops unroll without a test per
+ * class, and the default 784-256-10 pays for 10 classes and 256 inputs, not the maximum.
+ * Padding classes have zero weights and bias -inf: logit -inf, probability 0, gradient 0. */
+
+/* W (H×C) into shared memory transposed, as wt (CLASSES rows of H, stride H + 1: wt[c][k] =
+ * W[k][c]), so that the lanes' reads of one class (consecutive k) hit distinct banks, and so do
+ * the copy's writes (consecutive c); the padding classes' rows are zero, and b gets -inf
+ * padding up to the lane layout's classes. */
+template <int CLASSES>
+__device__ void copy_layer(const output_layer_step &p, float *wt, float *bias) {
+    int H = p.in, C = p.classes;
+    for (int k = threadIdx.x; k < H; k += THREADS) { /* row k of W: its loads all in flight */
+        float v[CLASSES];
+#pragma unroll
+        for (int c = 0; c < CLASSES; c++) v[c] = c < C ? p.weights[k * C + c] : 0.0f;
+#pragma unroll
+        for (int c = 0; c < CLASSES; c++) wt[c * (H + 1) + k] = v[c];
+    }
+    if (threadIdx.x < lane_classes(CLASSES))
+        bias[threadIdx.x] = threadIdx.x < C ? p.bias[threadIdx.x] : -INFINITY;
+}
+
+/* Sums each of the lanes' CLASSES values over the warp, and leaves class c's total in the
+ * 32/WIDTH lanes from c·(32/WIDTH) on (returned), WIDTH = lane_classes(CLASSES); classes past
+ * CLASSES get 0. Transposing as it goes: at each step a lane keeps half of its values and trades
+ * the other half with its partner, so the warp makes about WIDTH shuffles, not 5·CLASSES as a
+ * sum per class would. */
+template <int CLASSES> __device__ float warp_sum_by_class(const float (&values)[CLASSES]) {
+    constexpr int WIDTH = lane_classes(CLASSES), STEPS = WIDTH == 32 ? 5 : 4;
+    int lane = threadIdx.x % 32;
+    float v[WIDTH];
+#pragma unroll
+    for (int c = 0; c < WIDTH; c++) v[c] = c < CLASSES ? values[c] : 0.0f;
+#pragma unroll
+    for (int step = 0; step < STEPS; step++) {
+        int half = WIDTH >> (step + 1), offset = 16 >> step;
+        bool upper = lane & offset; /* this lane keeps the upper half */
+#pragma unroll
+        for (int i = 0; i < WIDTH / 2; i++) {
+            if (i >= half) break; /* a constant bound, so that both loops unroll */
+            float send = upper ? v[i] : v[i + half];
+            float keep = upper ? v[i + half] : v[i];
+            v[i] = keep + __shfl_xor_sync(WARP_FULL_MASK, send, offset);
+        }
+    }
+    float total = v[0]; /* class lane / (32 / WIDTH), summed over the lanes that differ above */
+    for (int offset = 16 / WIDTH; offset > 0; offset /= 2)
+        total += __shfl_xor_sync(WARP_FULL_MASK, total, offset);
+    return total;
+}
+
+/* The sum of x over the classes, where every class sits in `lanes` lanes (each counted once). */
+__device__ float sum_over_classes(float x, int lanes) {
+    for (int offset = 16; offset >= lanes; offset /= 2) x += __shfl_xor_sync(WARP_FULL_MASK, x, offset);
+    return x;
+}
+
+/* The warp's row (lane j holds h[j + 32i]) through the layer; h, dh and dlogits go to the block's
+ * shared rows at `slot`, dh to hidden_delta. wt (W transposed) and bias are in shared memory. */
+template <int CLASSES, int VALUES>
+__device__ void output_row(const output_layer_step &p, const float *wt, const float *bias,
+                           const float (&h)[VALUES], int row, int label, int first_row,
+                           float *h_rows, float *dh_rows, float *dlogit_rows, int slot) {
+    constexpr int LANES_PER_CLASS = 32 / lane_classes(CLASSES);
+    int lane = threadIdx.x % 32, H = p.in;
+    float partial[CLASSES];
+#pragma unroll
+    for (int c = 0; c < CLASSES; c++) partial[c] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < VALUES; i++) {
+        int k = lane + 32 * i;
+        if (k < H) /* no break: it would keep partial[] out of registers */
+#pragma unroll
+            for (int c = 0; c < CLASSES; c++) partial[c] = fmaf(h[i], wt[c * (H + 1) + k], partial[c]);
+    }
+
+    /* softmax with a class per lane (LANES_PER_CLASS copies of each) */
+    int my_class = lane / LANES_PER_CLASS;
+    float logit = warp_sum_by_class<CLASSES>(partial) + bias[my_class];
+    float max = logit;
+    int best = my_class;
+    warp_argmax(max, best); /* the first maximum wins */
+    if (best >= p.classes) best = 0; /* no logit above -inf (all NaN or -inf): the loss says so */
+    float e = expf(logit - max);
+    float sum = sum_over_classes(e, LANES_PER_CLASS);
+    float label_logit = __shfl_sync(WARP_FULL_MASK, logit, label * LANES_PER_CLASS);
+    float dlogit = p.grad_scale * (e / sum - (my_class == label ? 1.0f : 0.0f));
+    if (lane == 0) {
+        p.row_loss[first_row + row] = logf(sum) - (label_logit - max);
+        p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
+    }
+    if (lane % LANES_PER_CLASS == 0 && my_class < CLASSES) dlogit_rows[slot * CLASSES + my_class] = dlogit;
+
+    float dlogits[CLASSES]; /* every class's, in every lane */
+#pragma unroll
+    for (int c = 0; c < CLASSES; c++) dlogits[c] = __shfl_sync(WARP_FULL_MASK, dlogit, c * LANES_PER_CLASS);
+#pragma unroll
+    for (int i = 0; i < VALUES; i++) {
+        int k = lane + 32 * i;
+        if (k >= H) continue;
+        float d = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CLASSES; c++) d = fmaf(dlogits[c], wt[c * (H + 1) + k], d);
+        if (h[i] <= 0.0f) d = 0.0f;
+        p.hidden_delta[(size_t)row * H + k] = d;
+        h_rows[slot * H + k] = h[i];
+        dh_rows[slot * H + k] = d;
+    }
+}
+
+/* The block's plane of partial sums over its rows, [ dbh (H) | dW (H×C) | db (C) ]: a thread per
+ * hidden unit k, its C weight gradients in registers. */
+template <int CLASSES>
+__device__ void block_sums(int H, int C, const float *h_rows, const float *dh_rows,
+                           const float *dlogit_rows, float *plane) {
+    for (int k = threadIdx.x; k < H; k += THREADS) {
+        float dw[CLASSES], dbh = 0.0f;
+#pragma unroll
+        for (int c = 0; c < CLASSES; c++) dw[c] = 0.0f;
+#pragma unroll 2
+        for (int r = 0; r < ROWS_PER_BLOCK; r++) {
+            float hk = h_rows[r * H + k];
+            dbh += dh_rows[r * H + k];
+#pragma unroll
+            for (int c = 0; c < CLASSES; c++) dw[c] = fmaf(hk, dlogit_rows[r * CLASSES + c], dw[c]);
+        }
+        plane[k] = dbh;
+#pragma unroll
+        for (int c = 0; c < CLASSES; c++)
+            if (c < C) plane[H + k * C + c] = dw[c];
+    }
+    if (threadIdx.x < C) {
+        float db = 0.0f;
+        for (int r = 0; r < ROWS_PER_BLOCK; r++) db += dlogit_rows[r * CLASSES + threadIdx.x];
+        plane[H + H * C + threadIdx.x] = db;
+    }
+}
+
+/* Every global load is issued before the first wait (the row, its label, the cursor, W and b),
+ * so that their latencies overlap: at the MLP's sizes this kernel is a chain of latencies, not
+ * of arithmetic. */
+template <int CLASSES, int VALUES>
+__global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
+    extern __shared__ float shared[];
+    const output_layer_step &p = a.step;
+    int H = p.in, C = p.classes;
+    float *wt = shared;                                /* W transposed: CLASSES rows, stride H + 1 */
+    float *bias = wt + CLASSES * (H + 1);              /* lane_classes(CLASSES) */
+    float *h_rows = bias + lane_classes(CLASSES);      /* ROWS_PER_BLOCK×H */
+    float *dh_rows = h_rows + ROWS_PER_BLOCK * H;      /* ROWS_PER_BLOCK×H */
+    float *dlogit_rows = dh_rows + ROWS_PER_BLOCK * H; /* ROWS_PER_BLOCK×CLASSES */
+
+    int lane = threadIdx.x % 32, slot = threadIdx.x / 32;
+    int row = blockIdx.x * ROWS_PER_BLOCK + slot;
+    bool has_row = row < p.rows;
+    float h[VALUES];
+#pragma unroll
+    for (int i = 0; i < VALUES; i++) {
+        int k = lane + 32 * i;
+        h[i] = has_row && k < H ? p.hidden[(size_t)row * H + k] : 0.0f;
+    }
+    int label = has_row ? p.labels[row] : 0;
+    int first_row = p.cursor ? p.cursor->first_row : 0;
+    copy_layer<CLASSES>(p, wt, bias);
+    __syncthreads();
+
+    if (has_row) {
+        output_row<CLASSES, VALUES>(p, wt, bias, h, row, label, first_row, h_rows, dh_rows,
+                                    dlogit_rows, slot);
+    } else { /* past the last row: zeros, which add nothing to the sums */
+        for (int k = lane; k < H; k += 32) h_rows[slot * H + k] = dh_rows[slot * H + k] = 0.0f;
+        if (lane < CLASSES) dlogit_rows[slot * CLASSES + lane] = 0.0f;
+    }
+    __syncthreads();
+    block_sums<CLASSES>(H, C, h_rows, dh_rows, dlogit_rows,
+                        a.planes + (size_t)blockIdx.x * plane_floats(H, C));
+}
+
+/* out[o] = sum over b of planes[b][o], b in order; o indexes [ dbh | dW | db ]. A block takes 32
+ * outputs; its warp g adds planes g, g + 32, ..., LOADS loads in flight; warp 0 then adds the
+ * warps' sums in order. */
+constexpr int SUM_WARPS = 32;
+
+__global__ void __launch_bounds__(SUM_WARPS * 32) sum_planes(output_layer_step p, const float *planes, int blocks) {
+    constexpr int LOADS = 4;
+    __shared__ float warp_totals[SUM_WARPS][32];
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int H = p.in, C = p.classes, floats = plane_floats(H, C);
+    int o = blockIdx.x * 32 + lane;
+    float total = 0.0f;
+    if (o < floats)
+        for (int first = warp; first < blocks; first += SUM_WARPS * LOADS) {
+            float v[LOADS];
+#pragma unroll
+            for (int u = 0; u < LOADS; u++) {
+                int b = first + u * SUM_WARPS;
+                v[u] = b < blocks ? planes[(size_t)b * floats + o] : 0.0f;
+            }
+#pragma unroll
+            for (int u = 0; u < LOADS; u++) total += v[u];
+        }
+    warp_totals[warp][lane] = total;
+    __syncthreads();
+    if (warp != 0 || o >= floats) return;
+    total = 0.0f;
+    for (int w = 0; w < SUM_WARPS; w++) total += warp_totals[w][lane];
+    if (o < H) p.hidden_bias_grad[o] = total;
+    else if (o < H + H * C) p.weight_grad[o - H] = total;
+    else p.bias_grad[o - H - H * C] = total;
+}
+
+template <int CLASSES, int VALUES>
+void launch_rows(cudaStream_t stream, const row_args &a, int blocks, size_t shared) {
+    CUDA_CHECK(cudaFuncSetAttribute(output_layer_rows<CLASSES, VALUES>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    output_layer_rows<CLASSES, VALUES><<<blocks, THREADS, shared, stream>>>(a);
+}
+
+template <int CLASSES>
+void launch_classes(cudaStream_t stream, const row_args &a, int blocks, size_t shared) {
+    if (a.step.in <= 256) launch_rows<CLASSES, 8>(stream, a, blocks, shared);
+    else launch_rows<CLASSES, OUTPUT_LAYER_MAX_IN / 32>(stream, a, blocks, shared);
+}
+
+} // namespace
+
+size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes) {
+    size_t blocks = (size_t)(max_rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    return blocks * plane_floats(in, classes);
+}
+
+bool gpu_output_layer_fits(int in, int classes) {
+    if (in < 1 || in > OUTPUT_LAYER_MAX_IN || classes < 1 || classes > MAX_CLASSES) return false;
+    int device = 0, shared_limit = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&shared_limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    return row_shared_floats(in, classes) * sizeof(float) <= (size_t)shared_limit;
+}
+
+void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float *scratch) {
+    int blocks = (step.rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    size_t shared = row_shared_floats(step.in, step.classes) * sizeof(float);
+    row_args a{step, scratch};
+    switch (padded_classes(step.classes)) {
+    case TEN_CLASSES: launch_classes<TEN_CLASSES>(stream, a, blocks, shared); break;
+    case 16: launch_classes<16>(stream, a, blocks, shared); break;
+    default: launch_classes<MAX_CLASSES>(stream, a, blocks, shared); break;
+    }
+    CUDA_CHECK(cudaGetLastError());
+    int outputs = plane_floats(step.in, step.classes);
+    sum_planes<<<(outputs + 31) / 32, SUM_WARPS * 32, 0, stream>>>(step, scratch, blocks);
+    CUDA_CHECK(cudaGetLastError());
+}
