@@ -1,10 +1,13 @@
-/* Tests for every operation of cpu_ops.h against references written here: plain loops for the
+/* Tests for every operation of cpu_ops.h (and the tiled implementation's output layer,
+ * cpu_output_layer.h) against references: plain loops for the
  * exact float operations (bias, ReLU, gather), double precision for the softmax and the sums,
  * hand-computed numbers for the optimizers. Operations with an OpenMP path run with 1 and 2
  * threads, on shapes large enough to take it (cpu_ops.c goes parallel from 32768 elements).
  * Exact comparisons rely on ISO C mode (-std=c11), where the compiler does not fuse a*b+c. */
 #include "check.h"
 #include "cpu_ops.h"
+#include "cpu_output_layer.h"
+#include "output_layer_reference.h"
 #include "rng.h"
 
 #include <float.h>
@@ -611,6 +614,64 @@ static void test_gather(rng *r) {
     }
 }
 
+/* ---- the tiled implementation's output layer (cpu_output_layer.c) ---- */
+
+/* Relative to the size of each sum's terms. The logits' float rounding, which every gradient
+ * inherits, grows with their length: 1e-5 holds to 256 inputs with margin (measured), and the
+ * bound grows in proportion past that. */
+static double output_layer_bound(int in) { return 1e-5 * fmax(1.0, in / 256.0); }
+
+static float *poisoned(size_t n) {
+    float *x = allocate(n * sizeof(float));
+    fill_floats(x, n, NAN);
+    return x;
+}
+
+/* h is a ReLU's output (about half zeros); the metrics land at the cursor's row. */
+static void check_output_layer(rng *r, int threads, int rows, int in, int classes) {
+    const int offset = 5;
+    float *h = random_floats(r, (size_t)rows * in, -1, 1);
+    for (size_t i = 0; i < (size_t)rows * in; i++) h[i] = fmaxf(h[i], 0.0f);
+    float *w = random_floats(r, (size_t)in * classes, -0.5f, 0.5f);
+    float *b = random_floats(r, (size_t)classes, -0.5f, 0.5f);
+    uint8_t *labels = allocate((size_t)rows);
+    for (int i = 0; i < rows; i++) labels[i] = (uint8_t)rng_below(r, classes);
+    float scale = 1.0f / rows;
+    output_layer_reference ref;
+    output_layer_reference_compute(&ref, h, w, b, labels, rows, in, classes, scale);
+
+    float *weight_grad = poisoned((size_t)in * classes), *bias_grad = poisoned((size_t)classes);
+    float *delta = poisoned((size_t)rows * in), *hidden_bias_grad = poisoned((size_t)in);
+    float *loss = poisoned((size_t)offset + rows), *correct = poisoned((size_t)offset + rows);
+    float *scratch = poisoned(cpu_output_layer_scratch_floats(in, classes, threads));
+    pass_cursor cursor = {offset, 0};
+    output_layer_step step = {h, w, b, labels, rows, in, classes, scale, weight_grad, bias_grad,
+                              delta, hidden_bias_grad, loss, correct, &cursor};
+    cpu_output_layer(&step, threads, scratch);
+
+    output_layer_errors e = output_layer_compare(&ref, loss + offset, correct + offset, weight_grad,
+                                                 bias_grad, delta, hidden_bias_grad);
+    CHECK(output_layer_worst_error(&e) <= output_layer_bound(in) && e.flipped == 0,
+          "output layer %dx%d->%d, %d threads: loss %.3g, dW %.3g, db %.3g, hidden delta %.3g, "
+          "hidden db %.3g (bound %g); %d rows' correctness differs",
+          rows, in, classes, threads, e.loss, e.weight_grad, e.bias_grad, e.hidden_delta,
+          e.hidden_bias_grad, output_layer_bound(in), e.flipped);
+    output_layer_reference_free(&ref);
+    float *arrays[] = {h, w, b, weight_grad, bias_grad, delta, hidden_bias_grad, loss, correct, scratch};
+    for (size_t i = 0; i < COUNT_OF(arrays); i++) free(arrays[i]);
+    free(labels);
+}
+
+static void test_output_layer(rng *r) {
+    const int inputs[] = {1, 17, 256, 1000};
+    const int classes[] = {1, 10, 37};
+    for (size_t t = 0; t < COUNT_OF(THREAD_COUNTS); t++)
+        for (size_t i = 0; i < COUNT_OF(ROW_COUNTS); i++)
+            for (size_t j = 0; j < COUNT_OF(inputs); j++)
+                for (size_t c = 0; c < COUNT_OF(classes); c++)
+                    check_output_layer(r, THREAD_COUNTS[t], ROW_COUNTS[i], inputs[j], classes[c]);
+}
+
 int main(void) {
     rng r = rng_create(test_seed("test_cpu_ops"), 0);
     test_elementwise(&r);
@@ -620,5 +681,6 @@ int main(void) {
     test_reductions(&r);
     test_optimizers(&r);
     test_gather(&r);
+    test_output_layer(&r);
     return test_exit_status("test_cpu_ops");
 }

@@ -16,6 +16,7 @@
 #include "cpu_gemm.h"
 #include "cpu_ops.h"
 #include "gpu_kernels.h"
+#include "output_layer_reference.h"
 #include "rng.h"
 
 namespace {
@@ -417,62 +418,7 @@ void check_softmax_extremes() {
     CHECK(finite, "softmax of logits ±1e4 is not finite");
 }
 
-/* ---- the fused output layer (output_layer.cu) against a double-precision reference ---- */
-
-struct output_layer_reference {
-    std::vector<double> loss, weight_grad, bias_grad, hidden_delta, hidden_bias_grad;
-    /* the size of each sum's terms (sums of absolute values), for scaled_error */
-    std::vector<double> weight_size, bias_size, delta_size, hidden_bias_size;
-    std::vector<float> correct;
-    std::vector<double> top_gap; /* per row: best logit minus the runner-up (ties can flip) */
-};
-
-output_layer_reference reference_output_layer(const std::vector<float> &h, const std::vector<float> &w,
-                                              const std::vector<float> &b,
-                                              const std::vector<uint8_t> &labels, int rows, int in,
-                                              int classes, double scale) {
-    output_layer_reference ref;
-    ref.loss.resize(rows), ref.correct.resize(rows), ref.top_gap.resize(rows);
-    ref.weight_grad.assign((size_t)in * classes, 0), ref.weight_size.assign((size_t)in * classes, 0);
-    ref.bias_grad.assign(classes, 0), ref.bias_size.assign(classes, 0);
-    ref.hidden_delta.assign((size_t)rows * in, 0), ref.delta_size.assign((size_t)rows * in, 0);
-    ref.hidden_bias_grad.assign(in, 0), ref.hidden_bias_size.assign(in, 0);
-    std::vector<double> logits(classes), dl(classes);
-    for (int r = 0; r < rows; r++) {
-        const float *hr = &h[(size_t)r * in];
-        for (int c = 0; c < classes; c++) {
-            logits[c] = b[c];
-            for (int k = 0; k < in; k++) logits[c] += (double)hr[k] * w[(size_t)k * classes + c];
-        }
-        int best = 0;
-        for (int c = 1; c < classes; c++) if (logits[c] > logits[best]) best = c;
-        double runner_up = -INFINITY, sum = 0;
-        for (int c = 0; c < classes; c++) {
-            if (c != best) runner_up = std::fmax(runner_up, logits[c]);
-            sum += std::exp(logits[c] - logits[best]);
-        }
-        ref.top_gap[r] = logits[best] - runner_up;
-        ref.loss[r] = std::log(sum) - (logits[labels[r]] - logits[best]);
-        ref.correct[r] = best == labels[r] ? 1.0f : 0.0f;
-        for (int c = 0; c < classes; c++) {
-            dl[c] = scale * (std::exp(logits[c] - logits[best]) / sum - (c == labels[r] ? 1 : 0));
-            ref.bias_grad[c] += dl[c], ref.bias_size[c] += std::fabs(dl[c]);
-        }
-        for (int k = 0; k < in; k++) {
-            double d = 0, size = 0;
-            for (int c = 0; c < classes; c++) {
-                double term = dl[c] * w[(size_t)k * classes + c];
-                d += term, size += std::fabs(term);
-                ref.weight_grad[(size_t)k * classes + c] += hr[k] * dl[c];
-                ref.weight_size[(size_t)k * classes + c] += std::fabs(hr[k] * dl[c]);
-            }
-            if (hr[k] <= 0) d = 0;
-            ref.hidden_delta[(size_t)r * in + k] = d, ref.delta_size[(size_t)r * in + k] = size;
-            ref.hidden_bias_grad[k] += d, ref.hidden_bias_size[k] += size;
-        }
-    }
-    return ref;
-}
+/* ---- the fused output layer (output_layer.cu) against output_layer_reference.c ---- */
 
 constexpr double OUTPUT_LAYER_BOUND = 1e-5;
 
@@ -486,7 +432,9 @@ void check_output_layer(int rows, int in, int classes) {
     std::vector<uint8_t> labels(rows);
     for (uint8_t &l : labels) l = (uint8_t)rng_below(&random_source, classes);
     float scale = 1.0f / rows;
-    output_layer_reference ref = reference_output_layer(h, w, b, labels, rows, in, classes, scale);
+    output_layer_reference ref;
+    output_layer_reference_compute(&ref, h.data(), w.data(), b.data(), labels.data(), rows, in,
+                                   classes, scale);
 
     device_buffer<float> dh(h), dw(w), db(b), dweight_grad(w.size()), dbias_grad(classes);
     device_buffer<float> ddelta(h.size()), dhidden_bias_grad(in), dloss(offset + rows), dcorrect(offset + rows);
@@ -500,28 +448,18 @@ void check_output_layer(int rows, int in, int classes) {
                               dloss.ptr, dcorrect.ptr, cursor.ptr};
     gpu_output_layer(stream, step, scratch.ptr);
 
-    std::vector<float> got_loss = dloss.download(), got_correct = dcorrect.download();
-    got_loss.erase(got_loss.begin(), got_loss.begin() + offset);
-    got_correct.erase(got_correct.begin(), got_correct.begin() + offset);
-    std::vector<double> loss_size(rows, 1.0);
-    double errors[] = {
-        scaled_error(got_loss, ref.loss, loss_size),
-        scaled_error(dweight_grad.download(), ref.weight_grad, ref.weight_size),
-        scaled_error(dbias_grad.download(), ref.bias_grad, ref.bias_size),
-        scaled_error(ddelta.download(), ref.hidden_delta, ref.delta_size),
-        scaled_error(dhidden_bias_grad.download(), ref.hidden_bias_grad, ref.hidden_bias_size),
-    };
-    CHECK(errors[0] <= OUTPUT_LAYER_BOUND && errors[1] <= OUTPUT_LAYER_BOUND &&
-              errors[2] <= OUTPUT_LAYER_BOUND && errors[3] <= OUTPUT_LAYER_BOUND &&
-              errors[4] <= OUTPUT_LAYER_BOUND,
+    std::vector<float> loss = dloss.download(), correct = dcorrect.download();
+    output_layer_errors e = output_layer_compare(
+        &ref, loss.data() + offset, correct.data() + offset, dweight_grad.download().data(),
+        dbias_grad.download().data(), ddelta.download().data(), dhidden_bias_grad.download().data());
+    output_layer_reference_free(&ref);
+    CHECK(output_layer_worst_error(&e) <= OUTPUT_LAYER_BOUND,
           "output layer %dx%d->%d: loss %.3g, dW %.3g, db %.3g, hidden delta %.3g, hidden db %.3g "
           "(bound %g)",
-          rows, in, classes, errors[0], errors[1], errors[2], errors[3], errors[4], OUTPUT_LAYER_BOUND);
-    int flipped = 0;
-    for (int r = 0; r < rows; r++)
-        if (got_correct[r] != ref.correct[r] && ref.top_gap[r] > 1e-4) flipped++;
-    CHECK(flipped == 0, "output layer %dx%d->%d: %d rows' correctness differs from the reference",
-          rows, in, classes, flipped);
+          rows, in, classes, e.loss, e.weight_grad, e.bias_grad, e.hidden_delta, e.hidden_bias_grad,
+          OUTPUT_LAYER_BOUND);
+    CHECK(e.flipped == 0, "output layer %dx%d->%d: %d rows' correctness differs from the reference",
+          rows, in, classes, e.flipped);
 }
 
 void check_output_layers() {
