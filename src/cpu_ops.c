@@ -38,8 +38,8 @@ void cpu_relu_backward(float *grad, const float *activation, int rows, int cols,
 }
 
 /* One row: subtract the maximum before exponentiating, so logits of ±1e4 stay finite. */
-static void softmax_cross_entropy_row(const float *logits, int label, int classes, float grad_scale,
-                                      float *grad, float *loss, float *correct, int32_t *prediction) {
+void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, float grad_scale,
+                                   float *grad, float *loss, float *correct, int32_t *prediction) {
     int best = 0;
     for (int c = 1; c < classes; c++)
         if (logits[c] > logits[best]) best = c;
@@ -67,7 +67,7 @@ void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int r
 #pragma omp parallel for if ((long)rows * classes >= SOFTMAX_PARALLEL_MIN_ELEMENTS)
     for (int r = 0; r < rows; r++) {
         size_t offset = (size_t)r * classes;
-        softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale,
+        cpu_softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale,
                                   grad ? grad + offset : NULL, &row_loss[r], &row_correct[r],
                                   prediction ? &prediction[r] : NULL);
     }

@@ -21,6 +21,12 @@ void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ld
  * output). The unfused form of a GEMM's relu_mask epilogue. */
 void cpu_relu_backward(float *grad, const float *activation, int rows, int cols, int ld);
 
+/* One row of cpu_softmax_cross_entropy: its loss and correctness, the gradient (grad_scale ·
+ * (softmax − onehot)) into grad and the first maximum's index into prediction, each skipped
+ * if NULL. */
+void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, float grad_scale,
+                                   float *grad, float *loss, float *correct, int32_t *prediction);
+
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
                                float grad_scale, float *grad, float *row_loss, float *row_correct,
                                int32_t *prediction);

@@ -17,8 +17,9 @@
  * time; with another thread count they differ by rounding, as the tiled GEMM's do. */
 #include "cpu_output_layer.h"
 
-#include <math.h>
 #include <omp.h>
+
+#include "cpu_ops.h"
 
 /* [ dbh (H) | dWt (C×H) | db (C) ] */
 static size_t plane_floats(int in, int classes) {
@@ -45,33 +46,18 @@ static float dot(const float *restrict a, const float *restrict b, int n) {
     return sum;
 }
 
-/* Loss and correctness of one row of logits, and dl = grad_scale·(softmax − onehot); the first
- * maximum wins, as in cpu_softmax_cross_entropy. */
-static void softmax_row(const float *logits, int label, int classes, float grad_scale,
-                        float *dl, float *loss, float *correct) {
-    int best = 0;
-    for (int c = 1; c < classes; c++)
-        if (logits[c] > logits[best]) best = c;
-    float max = logits[best], sum = 0.0f;
-    for (int c = 0; c < classes; c++) sum += expf(logits[c] - max);
-    float log_sum = logf(sum);
-    *loss = log_sum - (logits[label] - max);
-    *correct = best == label ? 1.0f : 0.0f;
-    for (int c = 0; c < classes; c++)
-        dl[c] = grad_scale * (expf(logits[c] - max - log_sum) - (c == label ? 1.0f : 0.0f));
-}
-
-/* One row through the layer, its gradients added into the thread's plane. */
+/* One row through the layer, its gradients added into the thread's plane; logits and dl are
+ * the thread's room for C floats each. */
 static void output_row(const output_layer_step *p, const float *restrict wt, int row,
-                       int first_row, float *restrict plane) {
+                       int first_row, float *restrict plane, float *logits, float *dl) {
     int H = p->in, C = p->classes;
     const float *restrict h = p->hidden + (size_t)row * H;
     float *restrict dh = p->hidden_delta + (size_t)row * H;
     float *restrict dbh = plane, *restrict dwt = plane + H, *restrict db = plane + H + (size_t)C * H;
-    float logits[CPU_OUTPUT_LAYER_MAX_CLASSES], dl[CPU_OUTPUT_LAYER_MAX_CLASSES];
     for (int c = 0; c < C; c++) logits[c] = p->bias[c] + dot(h, wt + (size_t)c * H, H);
-    softmax_row(logits, p->labels[row], C, p->grad_scale, dl, &p->row_loss[first_row + row],
-                &p->row_correct[first_row + row]);
+    cpu_softmax_cross_entropy_row(logits, p->labels[row], C, p->grad_scale, dl,
+                                  &p->row_loss[first_row + row], &p->row_correct[first_row + row],
+                                  NULL);
     for (int c = 0; c < C; c++) db[c] += dl[c];
     /* LANES hidden units at a time: their dh in registers across the classes */
     for (int k0 = 0; k0 < H; k0 += LANES) {
@@ -119,9 +105,10 @@ void cpu_output_layer(const output_layer_step *p, int threads, float *scratch) {
     {
         int t = omp_get_thread_num(), team = omp_get_num_threads();
         float *plane = planes + (size_t)t * stride;
+        float logits[CPU_OUTPUT_LAYER_MAX_CLASSES], dl[CPU_OUTPUT_LAYER_MAX_CLASSES];
         for (size_t o = 0; o < stride; o++) plane[o] = 0.0f;
         int first = (int)((long)rows * t / team), end = (int)((long)rows * (t + 1) / team);
-        for (int r = first; r < end; r++) output_row(p, wt, r, first_row, plane);
+        for (int r = first; r < end; r++) output_row(p, wt, r, first_row, plane, logits, dl);
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (size_t o = 0; o < stride; o++) reduce_output(p, planes, team, o);
