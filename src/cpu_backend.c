@@ -27,10 +27,9 @@ typedef struct {
 
 typedef struct {
     operation_clock clock;
-    /* tiled only: the fused output layer's scratch, for output_layer_threads threads */
+    /* tiled only: the fused output layer's scratch (output_layer_prepare) */
     float *output_layer_scratch;
     size_t output_layer_scratch_floats;
-    int output_layer_threads;
 } cpu_state;
 
 static cpu_state *cpu_of(backend *be) { return be->state; }
@@ -134,31 +133,28 @@ static void softmax_cross_entropy(backend *be, const float *logits, const uint8_
  * tiled implementation; naive and blas keep the unfused step. Its time counts as GEMM time:
  * most of it is the layer's three products. */
 static bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
-    (void)max_rows; /* the scratch does not depend on the batch */
     if (classes > CPU_OUTPUT_LAYER_MAX_CLASSES) return false;
     cpu_state *cpu = cpu_of(be);
-    int threads = omp_get_max_threads();
-    size_t floats = cpu_output_layer_scratch_floats(in, classes, threads);
+    size_t floats = cpu_output_layer_scratch_floats(max_rows, in, classes);
     if (floats > cpu->output_layer_scratch_floats) {
         free(cpu->output_layer_scratch);
         cpu->output_layer_scratch = host_alloc(be, floats * sizeof(float));
         cpu->output_layer_scratch_floats = floats;
     }
-    cpu->output_layer_threads = threads;
     return true;
 }
 
 static void output_layer(backend *be, const output_layer_step *step) {
     double started = wall_seconds();
     cpu_state *cpu = cpu_of(be);
-    size_t floats = cpu_output_layer_scratch_floats(step->in, step->classes, cpu->output_layer_threads);
+    size_t floats = cpu_output_layer_scratch_floats(step->rows, step->in, step->classes);
     if (floats > cpu->output_layer_scratch_floats) {
         fprintf(stderr, "mlp_train: internal error: the output layer needs %zu floats of scratch, "
                         "but only %zu were set aside (output_layer_prepare)\n",
                 floats, cpu->output_layer_scratch_floats);
         exit(1);
     }
-    cpu_output_layer(step, cpu->output_layer_threads, cpu->output_layer_scratch);
+    cpu_output_layer(step, cpu->output_layer_scratch);
     clock_of(be)->gemm_seconds += wall_seconds() - started;
 }
 

@@ -4,30 +4,33 @@
  *
  *   Wt = Wᵀ (C×H), once, so that every loop below runs over k (H long, contiguous) and
  *   vectorizes, instead of over c (10 long).
- *   Thread t takes rows [R·t/T, R·(t+1)/T) and, for each row r:
+ *   The rows go in chunks of CHUNK_ROWS, the chunks shared out among the threads; for each row r
+ *   of a chunk, in order:
  *     logit[c] = b[c] + h[r]·Wt[c]                          C dot products of length H
  *     softmax: loss, correctness, dl[c] = grad_scale·(p[c] − [c == label])
  *     dh[k] = Σc dl[c]·Wt[c][k], 0 where h[r][k] <= 0      written to hidden_delta
- *     into the thread's plane: dbh[k] += dh[k], dWt[c][k] += dl[c]·h[r][k], db[c] += dl[c]
+ *     into the chunk's plane: dbh[k] += dh[k], dWt[c][k] += dl[c]·h[r][k], db[c] += dl[c]
  *   ── barrier ──
- *   Each output of the planes is the sum over threads in thread order (the threads split the
+ *   Each output is the sum of the chunks' planes in chunk order (the threads split the
  *   outputs): hidden_bias_grad, weight_grad (transposed back) and bias_grad.
  *
- * The sums run in a fixed order for a given thread count, so a run gives the same bits every
- * time; with another thread count they differ by rounding, as the tiled GEMM's do. */
+ * Every sum runs in an order fixed by the rows alone, not by the threads, so the result has the
+ * same bits for any thread count (as the tiled GEMM's has). */
 #include "cpu_output_layer.h"
-
-#include <omp.h>
 
 #include "cpu_ops.h"
 
-/* [ dbh (H) | dWt (C×H) | db (C) ] */
+enum { CHUNK_ROWS = 16 };
+
+static int chunks_of(int rows) { return (rows + CHUNK_ROWS - 1) / CHUNK_ROWS; }
+
+/* A chunk's partial sums: [ dbh (H) | dWt (C×H) | db (C) ] */
 static size_t plane_floats(int in, int classes) {
     return (size_t)in + (size_t)classes * in + (size_t)classes;
 }
 
-size_t cpu_output_layer_scratch_floats(int in, int classes, int threads) {
-    return (size_t)classes * in + (size_t)threads * plane_floats(in, classes);
+size_t cpu_output_layer_scratch_floats(int max_rows, int in, int classes) {
+    return (size_t)classes * in + (size_t)chunks_of(max_rows) * plane_floats(in, classes);
 }
 
 /* Sixteen floats: the width the loops below are written in, so that they vectorize (one AVX-512
@@ -46,7 +49,7 @@ static float dot(const float *restrict a, const float *restrict b, int n) {
     return sum;
 }
 
-/* One row through the layer, its gradients added into the thread's plane; logits and dl are
+/* One row through the layer, its gradients added into its chunk's plane; logits and dl are
  * the thread's room for C floats each. */
 static void output_row(const output_layer_step *p, const float *restrict wt, int row,
                        int first_row, float *restrict plane, float *logits, float *dl) {
@@ -78,12 +81,12 @@ static void output_row(const output_layer_step *p, const float *restrict wt, int
     }
 }
 
-/* Output o of the planes, summed in thread order, to where it belongs. */
-static void reduce_output(const output_layer_step *p, const float *planes, int threads, size_t o) {
+/* Output o of the planes, summed in chunk order, to where it belongs. */
+static void reduce_output(const output_layer_step *p, const float *planes, int chunks, size_t o) {
     int H = p->in, C = p->classes;
     size_t stride = plane_floats(H, C);
     float total = 0.0f;
-    for (int t = 0; t < threads; t++) total += planes[(size_t)t * stride + o];
+    for (int chunk = 0; chunk < chunks; chunk++) total += planes[(size_t)chunk * stride + o];
     if (o < (size_t)H) {
         p->hidden_bias_grad[o] = total;
     } else if (o < (size_t)H + (size_t)C * H) {
@@ -94,23 +97,25 @@ static void reduce_output(const output_layer_step *p, const float *planes, int t
     }
 }
 
-void cpu_output_layer(const output_layer_step *p, int threads, float *scratch) {
-    int H = p->in, C = p->classes, rows = p->rows;
+void cpu_output_layer(const output_layer_step *p, float *scratch) {
+    int H = p->in, C = p->classes, rows = p->rows, chunks = chunks_of(rows);
     int first_row = p->cursor ? p->cursor->first_row : 0;
     float *wt = scratch, *planes = scratch + (size_t)C * H;
     size_t stride = plane_floats(H, C);
     for (int k = 0; k < H; k++)
         for (int c = 0; c < C; c++) wt[(size_t)c * H + k] = p->weights[(size_t)k * C + c];
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel
     {
-        int t = omp_get_thread_num(), team = omp_get_num_threads();
-        float *plane = planes + (size_t)t * stride;
         float logits[CPU_OUTPUT_LAYER_MAX_CLASSES], dl[CPU_OUTPUT_LAYER_MAX_CLASSES];
-        for (size_t o = 0; o < stride; o++) plane[o] = 0.0f;
-        int first = (int)((long)rows * t / team), end = (int)((long)rows * (t + 1) / team);
-        for (int r = first; r < end; r++) output_row(p, wt, r, first_row, plane, logits, dl);
-#pragma omp barrier
 #pragma omp for schedule(static)
-        for (size_t o = 0; o < stride; o++) reduce_output(p, planes, team, o);
+        for (int chunk = 0; chunk < chunks; chunk++) {
+            float *plane = planes + (size_t)chunk * stride;
+            for (size_t o = 0; o < stride; o++) plane[o] = 0.0f;
+            int end = (chunk + 1) * CHUNK_ROWS < rows ? (chunk + 1) * CHUNK_ROWS : rows;
+            for (int r = chunk * CHUNK_ROWS; r < end; r++)
+                output_row(p, wt, r, first_row, plane, logits, dl);
+        }
+#pragma omp for schedule(static)
+        for (size_t o = 0; o < stride; o++) reduce_output(p, planes, chunks, o);
     }
 }

@@ -12,11 +12,11 @@
 /* The most classes it holds (labels are bytes). */
 #define CPU_OUTPUT_LAYER_MAX_CLASSES 256
 
-/* Floats of scratch for a layer of in inputs and classes outputs on `threads` threads. */
-size_t cpu_output_layer_scratch_floats(int in, int classes, int threads);
+/* Floats of scratch for a layer of in inputs and classes outputs, batches of up to max_rows. */
+size_t cpu_output_layer_scratch_floats(int max_rows, int in, int classes);
 
-/* Runs step on `threads` OpenMP threads (the team the scratch was sized for); row_loss and
- * row_correct are written at step->cursor's row. Deterministic for a given thread count. */
-void cpu_output_layer(const output_layer_step *step, int threads, float *scratch);
+/* Runs step on the OpenMP team; row_loss and row_correct are written at step->cursor's row. The
+ * same bits for any thread count. */
+void cpu_output_layer(const output_layer_step *step, float *scratch);
 
 #endif

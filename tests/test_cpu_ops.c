@@ -627,9 +627,40 @@ static float *poisoned(size_t n) {
     return x;
 }
 
-/* h is a ReLU's output (about half zeros); the metrics land at the cursor's row. */
-static void check_output_layer(rng *r, int threads, int rows, int in, int classes) {
-    const int offset = 5;
+/* The outputs of one run, poisoned (NaN) before it. */
+typedef struct {
+    float *weight_grad, *bias_grad, *delta, *hidden_bias_grad, *loss, *correct, *scratch;
+} output_layer_outputs;
+
+enum { METRICS_OFFSET = 5 }; /* the cursor's row: where the metrics land */
+
+static output_layer_outputs run_output_layer(const output_layer_step *shape, int threads) {
+    int rows = shape->rows, in = shape->in, classes = shape->classes;
+    output_layer_outputs out = {
+        poisoned((size_t)in * classes), poisoned((size_t)classes), poisoned((size_t)rows * in),
+        poisoned((size_t)in), poisoned((size_t)METRICS_OFFSET + rows),
+        poisoned((size_t)METRICS_OFFSET + rows),
+        poisoned(cpu_output_layer_scratch_floats(rows, in, classes)),
+    };
+    pass_cursor cursor = {METRICS_OFFSET, 0};
+    output_layer_step step = *shape;
+    step.weight_grad = out.weight_grad, step.bias_grad = out.bias_grad;
+    step.hidden_delta = out.delta, step.hidden_bias_grad = out.hidden_bias_grad;
+    step.row_loss = out.loss, step.row_correct = out.correct, step.cursor = &cursor;
+    omp_set_num_threads(threads);
+    cpu_output_layer(&step, out.scratch);
+    return out;
+}
+
+static void free_output_layer_outputs(output_layer_outputs *out) {
+    float *arrays[] = {out->weight_grad, out->bias_grad, out->delta, out->hidden_bias_grad,
+                       out->loss, out->correct, out->scratch};
+    for (size_t i = 0; i < COUNT_OF(arrays); i++) free(arrays[i]);
+}
+
+/* h is a ReLU's output (about half zeros). Each thread count against the reference, and the
+ * same bits from every thread count. */
+static void check_output_layer(rng *r, int rows, int in, int classes) {
     float *h = random_floats(r, (size_t)rows * in, -1, 1);
     for (size_t i = 0; i < (size_t)rows * in; i++) h[i] = fmaxf(h[i], 0.0f);
     float *w = random_floats(r, (size_t)in * classes, -0.5f, 0.5f);
@@ -639,37 +670,40 @@ static void check_output_layer(rng *r, int threads, int rows, int in, int classe
     float scale = 1.0f / rows;
     output_layer_reference ref;
     output_layer_reference_compute(&ref, h, w, b, labels, rows, in, classes, scale);
-
-    float *weight_grad = poisoned((size_t)in * classes), *bias_grad = poisoned((size_t)classes);
-    float *delta = poisoned((size_t)rows * in), *hidden_bias_grad = poisoned((size_t)in);
-    float *loss = poisoned((size_t)offset + rows), *correct = poisoned((size_t)offset + rows);
-    float *scratch = poisoned(cpu_output_layer_scratch_floats(in, classes, threads));
-    pass_cursor cursor = {offset, 0};
-    output_layer_step step = {h, w, b, labels, rows, in, classes, scale, weight_grad, bias_grad,
-                              delta, hidden_bias_grad, loss, correct, &cursor};
-    cpu_output_layer(&step, threads, scratch);
-
-    output_layer_errors e = output_layer_compare(&ref, loss + offset, correct + offset, weight_grad,
-                                                 bias_grad, delta, hidden_bias_grad);
-    CHECK(output_layer_worst_error(&e) <= output_layer_bound(in) && e.flipped == 0,
-          "output layer %dx%d->%d, %d threads: loss %.3g, dW %.3g, db %.3g, hidden delta %.3g, "
-          "hidden db %.3g (bound %g); %d rows' correctness differs",
-          rows, in, classes, threads, e.loss, e.weight_grad, e.bias_grad, e.hidden_delta,
-          e.hidden_bias_grad, output_layer_bound(in), e.flipped);
+    output_layer_step shape = {.hidden = h, .weights = w, .bias = b, .labels = labels,
+                               .rows = rows, .in = in, .classes = classes, .grad_scale = scale};
+    output_layer_outputs first = run_output_layer(&shape, THREAD_COUNTS[0]);
+    for (size_t t = 0; t < COUNT_OF(THREAD_COUNTS); t++) {
+        output_layer_outputs out = t == 0 ? first : run_output_layer(&shape, THREAD_COUNTS[t]);
+        output_layer_errors e = output_layer_compare(&ref, out.loss + METRICS_OFFSET,
+                                                     out.correct + METRICS_OFFSET, out.weight_grad,
+                                                     out.bias_grad, out.delta, out.hidden_bias_grad);
+        CHECK(output_layer_worst_error(&e) <= output_layer_bound(in) && e.flipped == 0,
+              "output layer %dx%d->%d, %d threads: loss %.3g, dW %.3g, db %.3g, hidden delta "
+              "%.3g, hidden db %.3g (bound %g); %d rows' correctness differs",
+              rows, in, classes, THREAD_COUNTS[t], e.loss, e.weight_grad, e.bias_grad,
+              e.hidden_delta, e.hidden_bias_grad, output_layer_bound(in), e.flipped);
+        if (t == 0) continue;
+        size_t differ = bit_differences(out.weight_grad, first.weight_grad, (size_t)in * classes) +
+                        bit_differences(out.bias_grad, first.bias_grad, (size_t)classes) +
+                        bit_differences(out.delta, first.delta, (size_t)rows * in) +
+                        bit_differences(out.hidden_bias_grad, first.hidden_bias_grad, (size_t)in);
+        CHECK(differ == 0, "output layer %dx%d->%d: %zu gradients differ between %d and %d threads",
+              rows, in, classes, differ, THREAD_COUNTS[0], THREAD_COUNTS[t]);
+        free_output_layer_outputs(&out);
+    }
+    free_output_layer_outputs(&first);
     output_layer_reference_free(&ref);
-    float *arrays[] = {h, w, b, weight_grad, bias_grad, delta, hidden_bias_grad, loss, correct, scratch};
-    for (size_t i = 0; i < COUNT_OF(arrays); i++) free(arrays[i]);
-    free(labels);
+    free(h), free(w), free(b), free(labels);
 }
 
 static void test_output_layer(rng *r) {
     const int inputs[] = {1, 17, 256, 1000};
     const int classes[] = {1, 10, 37};
-    for (size_t t = 0; t < COUNT_OF(THREAD_COUNTS); t++)
-        for (size_t i = 0; i < COUNT_OF(ROW_COUNTS); i++)
-            for (size_t j = 0; j < COUNT_OF(inputs); j++)
-                for (size_t c = 0; c < COUNT_OF(classes); c++)
-                    check_output_layer(r, THREAD_COUNTS[t], ROW_COUNTS[i], inputs[j], classes[c]);
+    for (size_t i = 0; i < COUNT_OF(ROW_COUNTS); i++)
+        for (size_t j = 0; j < COUNT_OF(inputs); j++)
+            for (size_t c = 0; c < COUNT_OF(classes); c++)
+                check_output_layer(r, ROW_COUNTS[i], inputs[j], classes[c]);
 }
 
 int main(void) {
