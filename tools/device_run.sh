@@ -47,8 +47,11 @@
 #   multigpu  (issue 10; 2 GPUs or more) test_distributed gpu on 1 and 2 ranks (parameters
 #             against one GPU's); then 1 and 2 ranks, one GPU each, every GPU implementation at
 #             global batch 512, 2048 and 8192, 2 epochs, with --profile for the all-reduce's time
-#             (multigpu_epochs.md, multigpu_allreduce.md); then compute-sanitizer memcheck on a
+#             (multigpu_epochs.md, multigpu_allreduce.md), each run's test accuracy within 0.2
+#             points of one GPU's; then compute-sanitizer memcheck on a
 #             2-rank run. NCCL_NVLS_ENABLE=0 throughout
+#   nccl      (2 GPUs; also run by multigpu) tiled on 2 ranks at batch 512 and 8192 with each of
+#             NCCL's protocols (NCCL_PROTO), the all-reduce's time from --profile (multigpu_nccl.md)
 #   study     tools/study.sh, the parallel-computing study, on this build: docs/study (REPORT.md,
 #             PNGs, results.json) regenerated here and copied into out/study
 set -uo pipefail
@@ -389,7 +392,9 @@ scaling_table() {
     local runs=() run
     for run in "$@"; do [ -s "$run" ] && runs+=("$run"); done
     [ ${#runs[@]} -gt 0 ] || { echo "($title: no run succeeded)"; return 1; }
-    python3 tools/scaling_table.py --title "$title" "${runs[@]}" | tee "$output"
+    python3 tools/scaling_table.py --title "$title" ${ACCURACY_WITHIN:+--accuracy-within "$ACCURACY_WITHIN"} \
+        "${runs[@]}" | tee "$output"
+    return "${PIPESTATUS[0]}"
 }
 
 stage_mpi() {
@@ -423,19 +428,14 @@ stage_mpi() {
             --mca coll_tuned_allreduce_algorithm $algorithm "$mlp" --device cpu --impl blas --batch 512 \
             --threads 1 --profile || status=1
     done
-    python3 - "$ranks" "$out"/mpi_allreduce_*.json <<'PY' | tee -a "$out/mpi_cpu.md"
-import json, math, statistics, sys
-names = ["Open MPI's choice", "basic linear", "nonoverlapping", "recursive doubling", "ring",
-         "segmented ring", "Rabenseifner"]
-print(f"\n**blas, batch 512, {sys.argv[1]} ranks x 1 thread: Open MPI's all-reduce algorithms**\n")
-print("| coll_tuned_allreduce_algorithm | epoch (median) | allreduce ms/step |\n|---|---:|---:|")
-for path in sys.argv[2:]:
-    d = json.load(open(path)); algorithm = int(path.rsplit("_", 1)[1].split(".")[0])
-    steps = math.ceil(d["config"]["train_images"] / d["config"]["batch"])
-    epoch = statistics.median(e["time_s"] for e in d["epochs"])
-    allreduce = statistics.median(e["phases"]["allreduce"]["ms"] for e in d["epochs"]) / steps
-    print(f"| {algorithm} ({names[algorithm]}) | {1000 * epoch:.1f} ms | {allreduce:.3f} |")
-PY
+    local names=("Open MPI's choice" "basic linear" nonoverlapping "recursive doubling" ring \
+        "segmented ring" Rabenseifner) runs=()
+    for algorithm in 0 1 2 3 4 5 6; do
+        runs+=("$algorithm (${names[$algorithm]})=$out/mpi_allreduce_$algorithm.json")
+    done
+    python3 tools/allreduce_table.py --title "blas, $ranks ranks x 1 thread: Open MPI's all-reduce algorithms" \
+        --setting coll_tuned_allreduce_algorithm "${runs[@]}" >"$out/mpi_allreduce.md" || status=1
+    tee -a "$out/mpi_cpu.md" <"$out/mpi_allreduce.md"
     # the single-GPU NCCL proof: test_distributed on one rank (the parameters of NCCL's path, in
     # queued and in recorded steps, are the bits of a lone backend's), then training with the
     # all-reduce in every step (one rank: a copy) against training without mpirun
@@ -476,16 +476,41 @@ stage_multigpu() ( # a subshell: its environment stays its own
         done
     done
     # shellcheck disable=SC2046
-    scaling_table "epoch times: without --profile" "$out/multigpu_epochs.md" \
+    # correctness: each run's test accuracy within 0.2 points of one GPU's, same seed
+    ACCURACY_WITHIN=0.2 scaling_table "epoch times: without --profile" "$out/multigpu_epochs.md" \
         $(ls "$out"/multigpu_*.json | grep -v _profile) || status=1
     scaling_table "the all-reduce's time: with --profile (the step in three CUDA graphs)" \
         "$out/multigpu_allreduce.md" "$out"/multigpu_*_profile.json || status=1
+    # API errors are not reported: NCCL's set-up asks for the attributes of kernels it has no
+    # image for on this GPU and carries on (4 cudaErrorNoKernelImageForDevice a rank, inside
+    # ncclCommInitRank); mlp_train checks every CUDA call it makes itself and stops on a failure.
+    stage_nccl || status=1
     "${mpirun_command[@]}" -np 2 -x NCCL_NVLS_ENABLE compute-sanitizer --tool memcheck --error-exitcode 99 \
+        --report-api-errors no \
         "$mlp" --device gpu --impl tiled --data "$data" --epochs 1 --batch 1000 --quiet \
         >"$out/multigpu_sanitize.log" 2>&1
     s=$?
     echo "compute-sanitizer memcheck, mpirun -np 2 --impl tiled: exit $s; $(grep 'ERROR SUMMARY' "$out/multigpu_sanitize.log" | sort | uniq -c | tr '\n' ' ')"
     [ $s -eq 0 ] || status=1
+    return $status
+)
+
+stage_nccl() ( # 2 GPUs: tiled on 2 ranks with each of NCCL's protocols, --profile for the all-reduce
+    local status=0 batch protocol runs=()
+    export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=0,1
+    rm -f "$out"/nccl_*.json
+    for batch in 512 8192; do
+        for protocol in default LL LL128 Simple; do
+            local environment=(-x NCCL_NVLS_ENABLE)
+            [ $protocol = default ] || environment+=(-x NCCL_PROTO=$protocol)
+            scaling_run "nccl_${protocol}_$batch" "${mpirun_command[@]}" -np 2 "${environment[@]}" "$mlp" \
+                --device gpu --impl tiled --batch $batch --profile || status=1
+            runs+=("$protocol=$out/nccl_${protocol}_$batch.json")
+        done
+    done
+    python3 tools/allreduce_table.py --title "tiled, 2 GPUs: NCCL's protocols (NCCL_PROTO)" \
+        --setting NCCL_PROTO "${runs[@]}" >"$out/multigpu_nccl.md" || status=1
+    cat "$out/multigpu_nccl.md"
     return $status
 )
 

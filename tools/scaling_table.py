@@ -8,12 +8,17 @@ the baseline's median epoch time over its own, and its efficiency the speedup pe
 per GPU. Where the run was profiled (--profile), the all-reduce's milliseconds per step and its
 share of the epoch are shown; test accuracy is given as a difference from the baseline's.
 
-Usage: scaling_table.py [--title TEXT] RUN.json...
+With --accuracy-within POINTS it also checks that every run's test accuracy is within POINTS
+percentage points of its baseline's (the ranks must train the same model), names the runs that
+are not, and exits 1.
+
+Usage: scaling_table.py [--title TEXT] [--accuracy-within POINTS] RUN.json...
 """
 import argparse
 import json
 import math
 import statistics
+import sys
 
 
 def load(path):
@@ -56,6 +61,28 @@ def label(run):
     return f"mpirun -np {run['ranks']}"
 
 
+def groups_of(runs):
+    """Runs grouped by device, implementation and batch; each group's baseline first."""
+    groups = {}
+    for run in runs:
+        groups.setdefault((run["device"], run["impl"], run["batch"]), []).append(run)
+    return [sorted(groups[key], key=lambda r: (resources(r), r["launched"], r["ranks"]))
+            for key in sorted(groups)]
+
+
+def accuracy_outliers(runs, points):
+    """Lines naming the runs whose test accuracy is more than points from their baseline's."""
+    lines = []
+    for group in groups_of(runs):
+        base = group[0]
+        for run in group[1:]:
+            delta = 100 * (run["accuracy"] - base["accuracy"])
+            if abs(delta) > points:
+                lines.append(f"{run['impl']} batch {run['batch']} {label(run)}: test accuracy "
+                             f"{delta:+.2f} points from {label(base)}'s (bound {points})")
+    return lines
+
+
 def table(runs, title):
     lines = []
     if title:
@@ -65,11 +92,7 @@ def table(runs, title):
     lines.append(f"| impl | batch | run | {unit} | execution | epoch (median) | images/s | "
                  f"speedup | efficiency | allreduce ms/step | test acc (vs baseline) |")
     lines.append("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|")
-    groups = {}
-    for run in runs:
-        groups.setdefault((run["device"], run["impl"], run["batch"]), []).append(run)
-    for key in sorted(groups):
-        group = sorted(groups[key], key=lambda r: (resources(r), r["launched"], r["ranks"]))
+    for group in groups_of(runs):
         base = group[0]
         for run in group:
             speedup = base["epoch_s"] / run["epoch_s"]
@@ -91,6 +114,7 @@ def table(runs, title):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--title", default="")
+    parser.add_argument("--accuracy-within", type=float, metavar="POINTS")
     parser.add_argument("runs", nargs="+")
     args = parser.parse_args()
     runs = [load(path) for path in args.runs]
@@ -98,6 +122,12 @@ def main():
     for run in runs:
         by_device.setdefault(run["device"], []).append(run)
     print("\n\n".join(table(group, args.title) for group in by_device.values()))
+    if args.accuracy_within is not None:
+        outliers = accuracy_outliers(runs, args.accuracy_within)
+        for line in outliers:
+            print(f"scaling_table.py: {line}", file=sys.stderr)
+        if outliers:
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -304,12 +304,14 @@ void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float 
     int blocks = (step.rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     size_t shared = row_shared_floats(step.in, step.classes) * sizeof(float);
     row_args a{step, scratch};
-    switch (padded_classes(step.classes)) {
-    case TEN_CLASSES: launch_classes<TEN_CLASSES>(stream, a, blocks, shared); break;
-    case 16: launch_classes<16>(stream, a, blocks, shared); break;
-    default: launch_classes<MAX_CLASSES>(stream, a, blocks, shared); break;
+    if (blocks > 0) { /* none: a rank without rows in a short last batch; its gradients are 0 */
+        switch (padded_classes(step.classes)) {
+        case TEN_CLASSES: launch_classes<TEN_CLASSES>(stream, a, blocks, shared); break;
+        case 16: launch_classes<16>(stream, a, blocks, shared); break;
+        default: launch_classes<MAX_CLASSES>(stream, a, blocks, shared); break;
+        }
+        CUDA_CHECK(cudaGetLastError());
     }
-    CUDA_CHECK(cudaGetLastError());
     int outputs = plane_floats(step.in, step.classes);
     sum_planes<<<(outputs + 31) / 32, SUM_WARPS * 32, 0, stream>>>(step, scratch, blocks);
     CUDA_CHECK(cudaGetLastError());

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""A markdown table of one training job run with several settings of its all-reduce (Open MPI's
+algorithms, NCCL's protocols): each run's median epoch and all-reduce milliseconds per step,
+from `mlp_train --json --profile` output (tools/device_run.sh's mpi and nccl stages).
+
+Usage: allreduce_table.py --title TEXT --setting NAME LABEL=RUN.json...
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+
+def row(label, path):
+    if not os.path.exists(path):
+        return f"| {label} | | (the run failed) | |"
+    with open(path) as f:
+        run = json.load(f)
+    config = run["config"]
+    steps = math.ceil(config["train_images"] / config["batch"])
+    epoch = statistics.median(e["time_s"] for e in run["epochs"])
+    allreduce = statistics.median(e["phases"]["allreduce"]["ms"] for e in run["epochs"]) / steps
+    return f"| {label} | {config['batch']} | {1000 * epoch:.1f} ms | {allreduce:.3f} |"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--title", required=True)
+    parser.add_argument("--setting", required=True, help="the first column's heading")
+    parser.add_argument("runs", nargs="+", metavar="LABEL=RUN.json")
+    args = parser.parse_args()
+    print(f"\n**{args.title}**\n")
+    print(f"| {args.setting} | batch | epoch (median) | allreduce ms/step |\n|---|---:|---:|---:|")
+    rows = [row(*spec.split("=", 1)) for spec in args.runs]
+    print("\n".join(rows))
+    if any("(the run failed)" in r for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
