@@ -67,18 +67,28 @@ void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float a
     apply_epilogue(gpu, c, m, n, ldc, epilogue);
 }
 
+/* Set-aside device memory, done before any step is recorded (backend.h): a step that needs more
+ * than was set aside is a bug in mlp_train, not bad input, and ends the run naming both. */
+void require_reserved(size_t needed, size_t reserved, const char *what, const char *set_aside_by) {
+    if (needed <= reserved) return;
+    std::fprintf(stderr, "mlp_train: internal error: %s needs %zu floats, but only %zu were set aside (%s)\n",
+                 what, needed, reserved, set_aside_by);
+    std::exit(1);
+}
+
+/* A new device buffer of `bytes` in place of `old`, which the stream may still be reading. */
+void *replace_device_buffer(gpu_state *gpu, void *old, size_t bytes) {
+    CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
+    if (old) CUDA_CHECK(cudaFree(old));
+    return gpu_alloc_or_exit(bytes);
+}
+
 /* A rows×cols operand (row stride ld) rounded to BF16 into `out`, with the same stride: the whole
  * span from its first element to its last, the gaps between rows included, in one launch. */
 const __nv_bfloat16 *round_operand(gpu_state *gpu, const float *x, int rows, int cols, int ld,
                                    __nv_bfloat16 *out) {
     size_t span = rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
-    if (span > gpu->operand_capacity) {
-        std::fprintf(stderr,
-                     "mlp_train: internal error: a BF16 GEMM operand spans %zu floats, but only "
-                     "%zu were reserved (reserve_gemm_operands)\n",
-                     span, gpu->operand_capacity);
-        std::exit(1);
-    }
+    require_reserved(span, gpu->operand_capacity, "a BF16 GEMM operand", "reserve_gemm_operands");
     gpu_round_to_bf16(gpu->stream, x, span, out);
     return out;
 }
@@ -105,11 +115,9 @@ void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float a
 void reserve_bf16_operands(backend *be, size_t floats) {
     gpu_state *gpu = gpu_of(be);
     if (floats <= gpu->operand_capacity) return;
-    CUDA_CHECK(cudaStreamSynchronize(gpu->stream)); /* the old buffers may still be read */
-    if (gpu->bf16_a) CUDA_CHECK(cudaFree(gpu->bf16_a));
-    if (gpu->bf16_b) CUDA_CHECK(cudaFree(gpu->bf16_b));
-    gpu->bf16_a = static_cast<__nv_bfloat16 *>(gpu_alloc_or_exit(floats * sizeof(__nv_bfloat16)));
-    gpu->bf16_b = static_cast<__nv_bfloat16 *>(gpu_alloc_or_exit(floats * sizeof(__nv_bfloat16)));
+    size_t bytes = floats * sizeof(__nv_bfloat16);
+    gpu->bf16_a = static_cast<__nv_bfloat16 *>(replace_device_buffer(gpu, gpu->bf16_a, bytes));
+    gpu->bf16_b = static_cast<__nv_bfloat16 *>(replace_device_buffer(gpu, gpu->bf16_b, bytes));
     gpu->operand_capacity = floats;
 }
 
@@ -196,9 +204,8 @@ bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
     gpu_state *gpu = gpu_of(be);
     size_t floats = gpu_output_layer_scratch_floats(max_rows, in, classes);
     if (floats <= gpu->output_layer_scratch_floats) return true;
-    CUDA_CHECK(cudaStreamSynchronize(gpu->stream)); /* the old scratch may still be read */
-    if (gpu->output_layer_scratch) CUDA_CHECK(cudaFree(gpu->output_layer_scratch));
-    gpu->output_layer_scratch = static_cast<float *>(gpu_alloc_or_exit(floats * sizeof(float)));
+    gpu->output_layer_scratch =
+        static_cast<float *>(replace_device_buffer(gpu, gpu->output_layer_scratch, floats * sizeof(float)));
     gpu->output_layer_scratch_floats = floats;
     return true;
 }
@@ -206,13 +213,8 @@ bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
 void output_layer(backend *be, const output_layer_step *step) {
     gpu_state *gpu = gpu_of(be);
     size_t floats = gpu_output_layer_scratch_floats(step->rows, step->in, step->classes);
-    if (floats > gpu->output_layer_scratch_floats) {
-        std::fprintf(stderr,
-                     "mlp_train: internal error: the output layer needs %zu floats of scratch, "
-                     "but only %zu were set aside (output_layer_prepare)\n",
-                     floats, gpu->output_layer_scratch_floats);
-        std::exit(1);
-    }
+    require_reserved(floats, gpu->output_layer_scratch_floats, "the output layer's scratch",
+                     "output_layer_prepare");
     gpu_output_layer(gpu->stream, *step, gpu->output_layer_scratch);
 }
 

@@ -50,6 +50,8 @@
 #             (multigpu_epochs.md, multigpu_allreduce.md), each run's test accuracy within 0.2
 #             points of one GPU's; then compute-sanitizer memcheck on a
 #             2-rank run. NCCL_NVLS_ENABLE=0 throughout
+#   plans     the pipelined GEMM's layer-1 products (batch 16 to 2048) with each tile and
+#             split-K count forced (mlp_bench --plan) against its own choice (plans.md)
 #   nccl      (2 GPUs; also run by multigpu) tiled on 2 ranks at batch 512 and 8192 with each of
 #             NCCL's protocols (NCCL_PROTO), the all-reduce's time from --profile (multigpu_nccl.md)
 #   study     tools/study.sh, the parallel-computing study, on this build: docs/study (REPORT.md,
@@ -168,6 +170,37 @@ stage_steptrace() {
             python3 tools/step_trace.py "$out/$name.csv" $((2 * (60000 + batch - 1) / batch)) | tee "$out/$name.txt" | head -40
         done
     done
+}
+
+stage_plans() { # the pipelined GEMM's tile and split-K choices on the MLP's layer-1 products
+    local status=0 plan shapes=()
+    for batch in 16 64 512 2048; do
+        shapes+=(--shape "$batch,256,784,NN" --shape "784,256,$batch,TN") # layer 1: forward, weight gradient
+    done
+    rm -f "$out"/plans_*.csv
+    for plan in own 32:1 32:2 32:4 32:8 64:1 64:2 64:3 64:4 64:6 64:9 128:1 128:2 128:4; do
+        local forced=()
+        [ $plan = own ] || forced=(--plan $plan)
+        "$build/mlp_bench" gemm --device gpu --impl pipelined "${shapes[@]}" "${forced[@]}" --quiet \
+            --repeats 50 --csv "$out/plans_${plan/:/x}.csv" >/dev/null || { status=1; echo "plans: $plan failed"; }
+    done
+    python3 - "$out"/plans_*.csv <<'PY' | tee "$out/plans.md"
+import csv, sys
+times, plans = {}, []
+for path in sys.argv[1:]:
+    plan = path.rsplit("plans_", 1)[1][:-4].replace("x", ":")
+    plans.append(plan)
+    for row in csv.DictReader(open(path)):
+        times.setdefault(row["shape"], {})[plan] = float(row["median_ms"]) * 1000 if row["median_ms"] else None
+plans.sort(key=lambda p: (p != "own", [int(v) for v in p.split(":")] if p != "own" else []))
+print("µs a product (median of 50), pipelined GEMM, each tile:splits forced (own: its choice)\n")
+print("| shape | " + " | ".join(plans) + " | best |\n|---|" + "---:|" * (len(plans) + 1))
+for shape, row in times.items():
+    valid = {p: t for p, t in row.items() if t is not None}
+    best = min(valid, key=valid.get)
+    print(f"| {shape} | " + " | ".join(f"{row[p]:.1f}" if row.get(p) else "-" for p in plans) + f" | {best} |")
+PY
+    return $status
 }
 
 stage_ncu() {

@@ -1,6 +1,9 @@
 /* Building a batch on the device: gathering the shuffled samples' pixels (bytes) and labels,
  * and converting pixels to normalized floats. Block y-index = row of the batch; threads run
- * along the row's pixels, so reads of a sample's bytes and writes of its floats are coalesced. */
+ * along the row's pixels, so reads of a sample's bytes and writes of its floats are coalesced.
+ * Where a row's pixels are a multiple of 4 (MNIST's 784), a thread converts four: one 4-byte
+ * load and one 16-byte store, a quarter of the instructions and blocks of one pixel a thread
+ * (4.0 µs a batch of 512 on an H200, in the trace before this change). */
 #include "../cuda_check.h"
 #include "gpu_kernels.h"
 
@@ -8,18 +11,30 @@ namespace {
 
 constexpr unsigned THREADS = 256;
 
-/* x is rows×features; pixels count×features; order == NULL: sample r is row r. */
+/* x is rows×features; pixels count×features; order == NULL: sample r is row r. QUADS: features
+ * is a multiple of 4, so every row of pixels and of x starts 4-byte and 16-byte aligned. */
+template <bool QUADS>
 __global__ void gather_normalize_kernel(const uint8_t *pixels, const uint8_t *labels,
                                         const int32_t *order, const pass_cursor *cursor, int rows,
                                         int features, float scale, float shift, float *x,
                                         uint8_t *y) {
     const int32_t *indices = order ? order + cursor->first_row : nullptr;
+    const int first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
     for (int row = blockIdx.y; row < rows; row += gridDim.y) {
         size_t sample = indices ? (size_t)indices[row] : (size_t)row;
         const uint8_t *source = pixels + sample * features;
         float *destination = x + (size_t)row * features;
-        for (int f = blockIdx.x * blockDim.x + threadIdx.x; f < features; f += gridDim.x * blockDim.x)
-            destination[f] = source[f] * scale + shift;
+        if (QUADS) {
+            const uchar4 *quads = reinterpret_cast<const uchar4 *>(source);
+            float4 *out = reinterpret_cast<float4 *>(destination);
+            for (int q = first; q < features / 4; q += stride) {
+                uchar4 p = quads[q];
+                out[q] = make_float4(p.x * scale + shift, p.y * scale + shift, p.z * scale + shift,
+                                     p.w * scale + shift);
+            }
+        } else {
+            for (int f = first; f < features; f += stride) destination[f] = source[f] * scale + shift;
+        }
         if (blockIdx.x == 0 && threadIdx.x == 0) y[row] = labels[sample];
     }
 }
@@ -30,8 +45,13 @@ void gpu_gather_normalize(cudaStream_t stream, const uint8_t *pixels, const uint
                           const int32_t *order, const pass_cursor *cursor, int rows,
                           int features, float scale, float shift, float *x, uint8_t *y) {
     if (rows == 0) return;
-    dim3 blocks(blocks_for(features, THREADS), rows < 65535 ? rows : 65535);
-    gather_normalize_kernel<<<blocks, THREADS, 0, stream>>>(pixels, labels, order, cursor, rows,
-                                                            features, scale, shift, x, y);
+    const bool quads = features % 4 == 0;
+    dim3 blocks(blocks_for(quads ? features / 4 : features, THREADS), rows < 65535 ? rows : 65535);
+    if (quads)
+        gather_normalize_kernel<true><<<blocks, THREADS, 0, stream>>>(pixels, labels, order, cursor,
+                                                                     rows, features, scale, shift, x, y);
+    else
+        gather_normalize_kernel<false><<<blocks, THREADS, 0, stream>>>(pixels, labels, order, cursor,
+                                                                      rows, features, scale, shift, x, y);
     CUDA_CHECK_LAUNCH();
 }

@@ -24,7 +24,8 @@
  * per multiprocessor) for the largest products; 128×128 (256 threads, 8×8 per lane, two
  * blocks) when that gives every multiprocessor a block; else 64×64 (128 threads, 8×4 per
  * lane); and when even those are too few (the MLP's layers), split-K (gemm_split_k.cuh) on
- * 64×64, or on 32×32 (one warp) when M or N is under 64. The 128×256 tile is the last step to
+ * 64×64, or on 32×32 (one warp) when M or N is under 64 (gpu_gemm_pipelined, at the end, has
+ * two measured exceptions). The 128×256 tile is the last step to
  * cuBLAS: each lane does 128 FMAs for every 6 float4 reads of shared memory instead of 64 for
  * 4, and the FMA pipe is the limit (measured at 4096³ on an H200: 0.93 of cuBLAS, against
  * 0.88 for 128×128).
@@ -260,14 +261,21 @@ void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace works
 
 /* The largest tile that still gives every multiprocessor a block, 128×256, 128×128 or 64×64;
  * failing that 64×64 with split-K, or 32×32 (16 deep) when M or N is under 64 or K under 32,
- * where a 64-wide or 32-deep tile would be mostly padding. */
+ * where a 64-wide or 32-deep tile would be mostly padding. Two exceptions, measured on an H200
+ * (132 multiprocessors) with mlp_bench --plan (tools/device_run.sh plans):
+ * - 64×64 tiles for three quarters of the multiprocessors or more: no split-K. The second pass
+ *   over C costs more than the idle multiprocessors (2048×256×784: 34.8 µs unsplit, 37.3 in 3).
+ * - K too short for more than 2 slices, and enough 32×32 tiles to go round: those, unsplit
+ *   (784×256×64, layer 1's weight gradient at batch 64: 8.3 µs against 12.2 in 2 slices). */
 void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     const int sms = gemm_multiprocessor_count();
     const bool narrow = m < 64 || n < 64 || k < 32;
-    const int tile = wide_tiles(m, n) >= sms        ? 256
-                     : tiles(m, n, 128) >= sms          ? 128
-                     : tiles(m, n, 64) >= sms || !narrow ? 64
-                                                         : 32;
-    run_tile(tile, 0, workspace, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    int tile, splits = 0; /* 0: as many K slices as the grid needs */
+    if (wide_tiles(m, n) >= sms) tile = 256;
+    else if (tiles(m, n, 128) >= sms) tile = 128;
+    else if (!narrow && 4 * tiles(m, n, 64) >= 3L * sms) tile = 64, splits = 1;
+    else if (k < 3 * MIN_SLICE && tiles(m, n, 32) >= sms) tile = 32, splits = 1;
+    else tile = narrow ? 32 : 64;
+    run_tile(tile, splits, workspace, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -27,6 +27,7 @@ typedef struct {
     long sizes[BENCH_MAX_LIST];
     int size_count; /* gemm square sides or dot lengths; 0: the benchmark's default */
     bool mlp_shapes;
+    int plan_tile, plan_splits; /* --plan: GPU tiled and pipelined's tile and K slices; 0: theirs */
     gemm_shape shapes[BENCH_MAX_LIST];
     int shape_count;
     long image_sizes[BENCH_MAX_LIST];

@@ -136,6 +136,7 @@ struct gpu_gemm_case {
     float *a = nullptr, *b = nullptr, *c = nullptr; /* device */
     size_t a_count = 0, b_count = 0, c_count = 0;
     __nv_bfloat16 *a_bf16 = nullptr, *b_bf16 = nullptr; /* made at the first BF16 run */
+    int plan_tile = 0, plan_splits = 0; /* mlp_bench --plan; 0: the kernel's own choice */
 };
 
 /* Room in the workspace for a copy of both operands, where the device has it: the TF32 wgmma
@@ -158,6 +159,16 @@ extern "C" gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a
     g->b = uploaded(b, b_count), g->b_count = b_count;
     g->c = device_floats(c_count), g->c_count = c_count;
     return g;
+}
+
+extern "C" void gpu_gemm_case_set_plan(gpu_gemm_case *g, int tile, int splits) {
+    g->plan_tile = tile, g->plan_splits = splits;
+}
+
+extern "C" bool gpu_gemm_plan_fits(gpu_gemm_impl impl, int tile) {
+    if (impl == GPU_GEMM_PIPELINED) return tile == 32 || tile == 64 || tile == 128 || tile == 256;
+    if (impl == GPU_GEMM_TILED) return tile == 32 || tile == 64 || tile == 128;
+    return true; /* the other kernels have no plan to force */
 }
 
 static bool uses_bf16(gpu_gemm_impl impl) {
@@ -193,16 +204,24 @@ static void launch_gemm(const gpu_gemm_case *g, gpu_gemm_impl impl) {
                               ldb, 0.0f, g->c, ldc);
         break;
     case GPU_GEMM_TILED:
-        gpu_gemm_tiled(context.gemm_workspace, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f,
-                       g->a, lda, g->b, ldb, 0.0f, g->c, ldc);
+        if (g->plan_tile)
+            gpu_gemm_tiled_with_plan(g->plan_tile, g->plan_splits, w, s, g->trans_a, g->trans_b, g->m,
+                                     g->n, g->k, 1.0f, g->a, lda, g->b, ldb, 0.0f, g->c, ldc);
+        else
+            gpu_gemm_tiled(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
+                           ldb, 0.0f, g->c, ldc);
         break;
     case GPU_GEMM_WARPTILED:
         gpu_gemm_warptiled(s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb,
                            0.0f, g->c, ldc);
         break;
     case GPU_GEMM_PIPELINED:
-        gpu_gemm_pipelined(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
-                           ldb, 0.0f, g->c, ldc);
+        if (g->plan_tile)
+            gpu_gemm_pipelined_with_plan(g->plan_tile, g->plan_splits, w, s, g->trans_a, g->trans_b,
+                                         g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb, 0.0f, g->c, ldc);
+        else
+            gpu_gemm_pipelined(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
+                               ldb, 0.0f, g->c, ldc);
         break;
     case GPU_GEMM_CUBLAS:
         cublas_gemm(context.cublas, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,

@@ -17,7 +17,7 @@
 #include "gpu_bench.h"
 #include "openblas_gemm.h"
 
-static const char USAGE[] =
+static const char USAGE[] = /* continued below */
     "Usage: mlp_bench gemm|dot|maxpool [OPTIONS]\n"
     "Benchmark mlp_train's kernels against the vendor libraries, on the CPU and the GPU.\n"
     "Every case is verified against a reference before it is timed; the table gives the\n"
@@ -49,6 +49,10 @@ static const char USAGE[] =
     "                         forward, weight gradient, input gradient, their transposes)\n"
     "  --shape M,N,K[,TT]     gemm: one more shape; TT is NN (default), NT, TN or TT, the\n"
     "                         transposes of A and B (repeatable)\n"
+    "  --plan TILE:SPLITS     gemm: GPU tiled and pipelined use TILE×TILE blocks (32, 64, 128;\n"
+    "                         pipelined also 256: 128×256) and K cut into SPLITS slices (1: no\n"
+    "                         split-K; fewer where K or the workspace is too small), instead of\n"
+    "                         their own choice, so that plans can be compared on one shape\n"
     "  --naive-max N          gemm: skip CPU naive when M·N·K > N³ (default 1024)\n"
     "  --image-sizes LIST     maxpool: image sides (default 4:8192)\n"
     "  --planes N             maxpool: images per case, batch × channels (default 4)\n"
@@ -56,7 +60,10 @@ static const char USAGE[] =
     "  --stride S             maxpool: distance between windows (default 2)\n"
     "  --padding P            maxpool: padding on each side, never the maximum; P < K (default 0)\n"
     "  --max-mib N            skip cases needing more host memory than N MiB (default 4096)\n"
-    "\n"
+    "\n";
+
+/* In two parts: C99 compilers need not take string literals over 4095 characters. */
+static const char USAGE_MEASURING_AND_OUTPUT[] =
     "Measuring (the median of the repeats is reported):\n"
     "  --warmup N             untimed runs first (default 1 on the CPU, 3 on the GPU)\n"
     "  --repeats N            timed runs at most (default 5 on the CPU, 10 on the GPU)\n"
@@ -107,6 +114,7 @@ enum {
     OPT_SIZES,
     OPT_MLP_SHAPES,
     OPT_SHAPE,
+    OPT_PLAN,
     OPT_NAIVE_MAX,
     OPT_IMAGE_SIZES,
     OPT_PLANES,
@@ -132,6 +140,7 @@ static const struct option LONG_OPTIONS[] = {
     {"sizes", required_argument, NULL, OPT_SIZES},
     {"mlp-shapes", no_argument, NULL, OPT_MLP_SHAPES},
     {"shape", required_argument, NULL, OPT_SHAPE},
+    {"plan", required_argument, NULL, OPT_PLAN},
     {"naive-max", required_argument, NULL, OPT_NAIVE_MAX},
     {"image-sizes", required_argument, NULL, OPT_IMAGE_SIZES},
     {"planes", required_argument, NULL, OPT_PLANES},
@@ -259,6 +268,17 @@ static bool parse_shape(const char *text, bench_options *o) {
     return true;
 }
 
+static bool parse_plan(const char *text, bench_options *o) {
+    int tile = 0, splits = 0, consumed = 0;
+    bool ok = sscanf(text, "%d:%d%n", &tile, &splits, &consumed) == 2 && text[consumed] == '\0' &&
+              (tile == 32 || tile == 64 || tile == 128 || tile == 256) && splits >= 1 && splits <= 64;
+    if (!ok)
+        return usage_error("--plan wants TILE:SPLITS, TILE 32, 64, 128 or 256 and SPLITS 1 to 64, "
+                           "not '%s'", text);
+    o->plan_tile = tile, o->plan_splits = splits;
+    return true;
+}
+
 static bool parse_seconds(const char *option, const char *text, double *out) {
     char *end;
     errno = 0;
@@ -343,6 +363,7 @@ static bool parse_option(int code, const char *arg, bench_options *o, parse_stat
         return parse_list("--sizes", arg, 1L << 30, o->sizes, &o->size_count);
     case OPT_MLP_SHAPES: o->mlp_shapes = true; return belongs_to(st, "gemm", "--mlp-shapes");
     case OPT_SHAPE: return belongs_to(st, "gemm", "--shape") && parse_shape(arg, o);
+    case OPT_PLAN: return belongs_to(st, "gemm", "--plan") && parse_plan(arg, o);
     case OPT_NAIVE_MAX:
         return belongs_to(st, "gemm", "--naive-max") &&
                parse_long("--naive-max", arg, 1, 1L << 20, &o->naive_max);
@@ -473,6 +494,7 @@ int main(int argc, char **argv) {
     if (!parse_command_line(argc, argv, &o, &st)) return 2;
     if (st.help) {
         fputs(USAGE, stdout);
+        fputs(USAGE_MEASURING_AND_OUTPUT, stdout);
         return 0;
     }
     omp_set_num_threads(o.threads);
