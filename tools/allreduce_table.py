@@ -6,23 +6,18 @@ from `mlp_train --json --profile` output (tools/device_run.sh's mpi and nccl sta
 Usage: allreduce_table.py --title TEXT --setting NAME LABEL=RUN.json...
 """
 import argparse
-import json
-import math
 import os
-import statistics
 import sys
+
+from scaling_table import load
 
 
 def row(label, path):
     if not os.path.exists(path):
         return f"| {label} | | (the run failed) | |"
-    with open(path) as f:
-        run = json.load(f)
-    config = run["config"]
-    steps = math.ceil(config["train_images"] / config["batch"])
-    epoch = statistics.median(e["time_s"] for e in run["epochs"])
-    allreduce = statistics.median(e["phases"]["allreduce"]["ms"] for e in run["epochs"]) / steps
-    return f"| {label} | {config['batch']} | {1000 * epoch:.1f} ms | {allreduce:.3f} |"
+    run = load(path)
+    return (f"| {label} | {run['batch']} | {1000 * run['epoch_s']:.1f} ms | "
+            f"{run['allreduce_ms']:.3f} |")
 
 
 def main():

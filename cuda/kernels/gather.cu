@@ -47,11 +47,8 @@ void gpu_gather_normalize(cudaStream_t stream, const uint8_t *pixels, const uint
     if (rows == 0) return;
     const bool quads = features % 4 == 0;
     dim3 blocks(blocks_for(quads ? features / 4 : features, THREADS), rows < 65535 ? rows : 65535);
-    if (quads)
-        gather_normalize_kernel<true><<<blocks, THREADS, 0, stream>>>(pixels, labels, order, cursor,
-                                                                     rows, features, scale, shift, x, y);
-    else
-        gather_normalize_kernel<false><<<blocks, THREADS, 0, stream>>>(pixels, labels, order, cursor,
-                                                                      rows, features, scale, shift, x, y);
+    auto kernel = quads ? gather_normalize_kernel<true> : gather_normalize_kernel<false>;
+    kernel<<<blocks, THREADS, 0, stream>>>(pixels, labels, order, cursor, rows, features, scale,
+                                           shift, x, y);
     CUDA_CHECK_LAUNCH();
 }
