@@ -1,9 +1,10 @@
 /* The operation table on the GPU. Memory is device memory; every operation is queued on one
  * stream and returns at once; only download() and synchronize() wait. A timing stamp is a CUDA
  * event on that stream, and a recording is a CUDA graph captured from it. The naive, tiled and
- * blas implementations differ in their GEMM: the naive or tiled kernels of kernels/, or cuBLAS
- * (and tiled, in FP32, runs a step's output layer in one operation, output_layer.cu); in TF32 and BF16 (--precision), the tensor-core rungs of the GEMM ladder or cuBLAS's
- * reduced-precision compute types. The fused implementation is the tiled one plus a whole
+ * blas implementations differ in their GEMM: gemm_naive.cu, gemm_pipelined.cu or cuBLAS (and
+ * tiled, in FP32, runs a step's output layer in one operation, output_layer.cu); in TF32 and
+ * BF16 (--precision), the tensor-core rungs of the GEMM ladder or cuBLAS's reduced-precision
+ * compute types. The fused implementation is the tiled one plus a whole
  * training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
 #include <cstdio>
 #include <cstdlib>
@@ -212,10 +213,7 @@ bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
 
 void output_layer(backend *be, const output_layer_step *step) {
     gpu_state *gpu = gpu_of(be);
-    size_t floats = gpu_output_layer_scratch_floats(step->rows, step->in, step->classes);
-    require_reserved(floats, gpu->output_layer_scratch_floats, "the output layer's scratch",
-                     "output_layer_prepare");
-    gpu_output_layer(gpu->stream, *step, gpu->output_layer_scratch);
+    gpu_output_layer(gpu->stream, *step, gpu->output_layer_scratch); /* rows <= max_rows: model.c */
 }
 
 void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {

@@ -190,6 +190,11 @@ void mlp_forward_loss(mlp_model *model, const float *x, const uint8_t *labels, i
     const mlp_shape *s = &model->shape;
     int last = s->layers - 1;
     float grad_scale = 1.0f / (float)batch_rows;
+    if (rows > model->max_rows) { /* the buffers, and output_layer_prepare's scratch, hold max_rows */
+        fprintf(stderr, "mlp_train: internal error: a batch of %d rows, but the model holds %d\n",
+                rows, model->max_rows);
+        exit(1);
+    }
     if (model->output_layer_fused) {
         forward_layers(model, x, rows, last);
         fused_output_layer(model, labels, rows, grad_scale, metrics, cursor);

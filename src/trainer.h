@@ -1,10 +1,10 @@
 /* Training and evaluation of an MLP on one backend: the loop over epochs and batches, timed by
- * phase and bracketed by NVTX ranges (run → epoch → step → h2d/forward/backward/update, then
- * d2h and eval). Written once; the backend decides where and how each operation runs.
+ * phase and bracketed by NVTX ranges (run → epoch → step → h2d/forward/backward/update, or a
+ * replayed run of steps, then d2h and eval). Written once; the backend decides where and how each operation runs.
  *
  * A pass runs in one of three ways, chosen once when the trainer is created:
  *   direct    the host queues each step's operations (per-phase timing and ranges);
- *   recorded  each step's operations are recorded once (a CUDA graph) and replayed;
+ *   recorded  runs of up to 32 steps are recorded once (CUDA graphs) and replayed;
  *   whole     the backend trains the whole pass in one call (--impl fused).
  * All three compute the same thing from the same batches. */
 #ifndef MLP_TRAINER_H

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What one training step is made of on the GPU: from `nsys stats -r cuda_gpu_trace --format csv`
 of a run traced with --cuda-graph-trace=node, every kernel of the steady state (the second half
-of the trace's kernels), grouped by name: launches, mean duration and mean idle gap before it;
+of the trace's kernels), grouped by name: launches, mean duration and median idle gap before it;
 then the GPU's busy share of that span, and one step's kernels in order.
 Usage: tools/step_trace.py TRACE.csv STEPS_IN_TRACE"""
 import csv

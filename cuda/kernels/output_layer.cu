@@ -310,9 +310,9 @@ void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float 
         case 16: launch_classes<16>(stream, a, blocks, shared); break;
         default: launch_classes<MAX_CLASSES>(stream, a, blocks, shared); break;
         }
-        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK_LAUNCH();
     }
     int outputs = plane_floats(step.in, step.classes);
     sum_planes<<<(outputs + 31) / 32, SUM_WARPS * 32, 0, stream>>>(step, scratch, blocks);
-    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK_LAUNCH();
 }
