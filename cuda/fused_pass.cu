@@ -1,6 +1,7 @@
 /* Planning and launching the fused pass. The plan: the fewest hidden units per block (1, 2, 4
  * or 8) such that one block per group of units fits on the GPU at once, which a cooperative
- * launch requires. 784-256-10 on a 132-SM H100 or H200: 2 units a block, 128 blocks. */
+ * launch requires, with as many rows of pixels per shared-memory stage (up to 64) as then fit.
+ * 784-256-10 on a 132-SM H100 or H200: 2 units a block, 128 blocks, 64 rows a stage. */
 #include <cstdio>
 
 #include "../src/model.h"
@@ -11,57 +12,78 @@
 #include "gpu_state.h"
 
 struct fused_pass {
-    float *scratch;
-    size_t scratch_floats;
+    void *scratch;
+    size_t scratch_bytes;
 };
 
 namespace {
 
 struct plan {
-    int units_per_block, blocks;
+    int units_per_block, blocks, stage_rows;
 };
 
 int state_arrays(const optimizer_config *o) { return o->kind == OPTIMIZER_ADAM ? 2 : 1; }
 
-/* The plan for this model, or {0, 0} with the reason in why. */
+/* The plan for this model, or {0, 0, 0} with the reason in why. */
 plan make_plan(const training_pass *pass, char *why, size_t why_size) {
     const mlp_shape *shape = pass->shape;
     int features = shape->width[0], classes = shape->width[shape->layers];
     if (shape->layers != 2) {
         std::snprintf(why, why_size, "the fused kernel holds one hidden layer; this model has %d",
                       shape->layers - 1);
-        return {0, 0};
+        return {0, 0, 0};
     }
     if (features % FUSED_FEATURE_MULTIPLE != 0 || features > FUSED_MAX_FEATURES) {
         std::snprintf(why, why_size,
                       "the fused kernel reads inputs %d bytes at a time, at most %d of them; "
                       "this data set has %d",
                       FUSED_FEATURE_MULTIPLE, FUSED_MAX_FEATURES, features);
-        return {0, 0};
+        return {0, 0, 0};
     }
     if (classes > FUSED_MAX_CLASSES) {
         std::snprintf(why, why_size, "the fused kernel holds at most %d classes", FUSED_MAX_CLASSES);
-        return {0, 0};
+        return {0, 0, 0};
     }
     int hidden = shape->width[1];
+    int most_stage_rows = pass->batch < FUSED_MAX_STAGE_ROWS ? pass->batch : FUSED_MAX_STAGE_ROWS;
     for (int units = 1; units <= FUSED_MAX_UNITS_PER_BLOCK; units *= 2) {
         int blocks = (hidden + units - 1) / units;
-        size_t shared = fused_mlp_shared_bytes(units, features, classes,
-                                               state_arrays(pass->optimizer));
-        if (blocks <= fused_mlp_resident_blocks(units, shared)) return {units, blocks};
+        for (int rows = most_stage_rows; rows >= 1; rows /= 2) {
+            size_t shared = fused_mlp_shared_bytes(units, features, classes,
+                                                   state_arrays(pass->optimizer), pass->batch, rows);
+            if (blocks <= fused_mlp_resident_blocks(units, shared)) return {units, blocks, rows};
+        }
     }
     std::snprintf(why, why_size,
-                  "%d hidden units do not fit the GPU at %d units per block (the fused kernel "
-                  "needs every block resident at once)",
-                  hidden, FUSED_MAX_UNITS_PER_BLOCK);
-    return {0, 0};
+                  "%d hidden units at batch %d do not fit the GPU at %d units per block (the fused "
+                  "kernel needs every block resident at once, and a block keeps its units' "
+                  "activations for the whole batch in shared memory)",
+                  hidden, pass->batch, FUSED_MAX_UNITS_PER_BLOCK);
+    return {0, 0, 0};
 }
 
-void ensure_scratch(fused_pass *fused, size_t floats) {
-    if (fused->scratch_floats >= floats) return;
+void ensure_scratch(fused_pass *fused, size_t bytes) {
+    if (fused->scratch_bytes >= bytes) return;
     if (fused->scratch) CUDA_CHECK(cudaFree(fused->scratch));
-    fused->scratch = static_cast<float *>(gpu_alloc_or_exit(floats * sizeof(float)));
-    fused->scratch_floats = floats;
+    fused->scratch = gpu_alloc_or_exit(bytes);
+    fused->scratch_bytes = bytes;
+}
+
+/* Offsets in the scratch: partial logits, dlogits (floats), then the ordered pixels and labels. */
+struct scratch_layout {
+    size_t dlogits, pixels, labels, bytes;
+};
+
+scratch_layout lay_out_scratch(const training_pass *pass, const plan &p, int classes) {
+    size_t partial_bytes = (size_t)pass->batch * classes * p.blocks * sizeof(float);
+    size_t dlogits_bytes = (size_t)pass->batch * classes * sizeof(float);
+    size_t pixel_bytes = (size_t)pass->samples * pass->shape->width[0];
+    scratch_layout l;
+    l.dlogits = partial_bytes;
+    l.pixels = (l.dlogits + dlogits_bytes + 15) / 16 * 16; /* rows are copied 16 bytes at a time */
+    l.labels = l.pixels + pixel_bytes;
+    l.bytes = l.labels + pass->samples;
+    return l;
 }
 
 } // namespace
@@ -98,10 +120,9 @@ void fused_pass_run(backend *be, const training_pass *pass) {
     gpu_state *gpu = gpu_of(be);
     const mlp_shape *shape = pass->shape;
     int classes = shape->width[2];
-    size_t hidden_floats = (size_t)p.blocks * p.units_per_block * pass->batch;
-    size_t logit_floats = (size_t)pass->batch * classes * p.blocks;
-    ensure_scratch(gpu->fused, fused_mlp_scratch_floats(pass->batch, p.blocks * p.units_per_block,
-                                                        classes, p.blocks));
+    scratch_layout layout = lay_out_scratch(pass, p, classes);
+    ensure_scratch(gpu->fused, layout.bytes);
+    uint8_t *scratch = static_cast<uint8_t *>(gpu->fused->scratch);
     gpu_resident_data data = gpu_feed_resident_data(pass->feed);
     const optimizer_config *o = pass->optimizer;
 
@@ -132,10 +153,12 @@ void fused_pass_run(backend *be, const training_pass *pass) {
     args.row_loss = pass->row_loss;
     args.row_correct = pass->row_correct;
     args.cursor = pass->cursor;
-    args.hidden_t = gpu->fused->scratch;
-    args.partial_logits = args.hidden_t + hidden_floats;
-    args.dlogits = args.partial_logits + logit_floats;
+    args.partial_logits = reinterpret_cast<float *>(scratch);
+    args.dlogits = reinterpret_cast<float *>(scratch + layout.dlogits);
+    args.ordered_pixels = scratch + layout.pixels;
+    args.ordered_labels = scratch + layout.labels;
     args.units_per_block = p.units_per_block;
     args.blocks = p.blocks;
+    args.stage_rows = p.stage_rows;
     gpu_fused_mlp_pass(gpu->stream, args);
 }

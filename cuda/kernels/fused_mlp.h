@@ -1,5 +1,6 @@
-/* The fused implementation's kernel: a whole training pass of a 784-H-10 MLP (one hidden layer)
- * in one persistent, cooperatively launched kernel. fused_mlp.cu says how it works. */
+/* The fused implementation's kernels: a whole training pass of a 784-H-10 MLP (one hidden layer)
+ * in one persistent, cooperatively launched kernel, after a short one that lays the pass's
+ * samples out in order. fused_mlp.cu says how it works. */
 #ifndef MLP_FUSED_MLP_H
 #define MLP_FUSED_MLP_H
 
@@ -11,11 +12,12 @@
 #include "../../src/backend.h"
 
 /* The limits of the design; fused_pass.cu refuses (and the trainer falls back) outside them. */
-constexpr int FUSED_THREADS = 256;              /* threads per block: 8 warps */
-constexpr int FUSED_MAX_FEATURES = 4 * FUSED_THREADS; /* a thread per 4..16 pixels in the backward */
-constexpr int FUSED_FEATURE_MULTIPLE = 16;      /* pixels are read 16 bytes at a time */
-constexpr int FUSED_MAX_CLASSES = 32;           /* one lane per class in the softmax */
+constexpr int FUSED_THREADS = 512;              /* threads per block: 16 warps */
+constexpr int FUSED_MAX_FEATURES = 4 * FUSED_THREADS; /* a thread per 4 or 8 pixels in the backward */
+constexpr int FUSED_FEATURE_MULTIPLE = 16;      /* pixels are copied 16 bytes at a time */
+constexpr int FUSED_MAX_CLASSES = 10;           /* every class of a row's logits held at once */
 constexpr int FUSED_MAX_UNITS_PER_BLOCK = 8;
+constexpr int FUSED_MAX_STAGE_ROWS = 64;        /* rows of pixels a block holds at once, ×2 */
 
 struct fused_mlp_args {
     /* the data set, resident on the device, and the pass's order of samples */
@@ -38,26 +40,28 @@ struct fused_mlp_args {
     float *row_loss, *row_correct; /* per sample of the pass */
     pass_cursor *cursor;   /* read at the start (Adam's step count), set past the pass at the end */
 
-    /* scratch in device memory, sized by fused_mlp_scratch_floats */
-    float *hidden_t;       /* (blocks·units_per_block)×batch: hidden activations, unit-major */
-    float *partial_logits; /* batch×classes×blocks: each block's share of each logit */
-    float *dlogits;        /* batch×classes: the loss's gradient w.r.t. the logits */
+    /* scratch in device memory (fused_pass.cu sizes it) */
+    uint8_t *ordered_pixels; /* samples×features: the pass's samples in the pass's order */
+    uint8_t *ordered_labels; /* samples */
+    float *partial_logits;   /* batch×classes×blocks: each block's share of each logit */
+    float *dlogits;          /* batch×classes: the loss's gradient w.r.t. the logits */
 
     int units_per_block;   /* 1, 2, 4 or 8: hidden units each block owns */
     int blocks;            /* ceil(hidden / units_per_block), all resident at once */
+    int stage_rows;        /* rows of pixels per shared-memory stage, 1..FUSED_MAX_STAGE_ROWS */
 };
 
-/* Bytes of shared memory a block needs. */
-size_t fused_mlp_shared_bytes(int units_per_block, int features, int classes, int state_arrays);
+/* Bytes of shared memory a block needs: its slice of the model and optimizer state (state_arrays
+ * of them), the step's hidden activations (batch rows), two stages of pixels and the sums. */
+size_t fused_mlp_shared_bytes(int units_per_block, int features, int classes, int state_arrays,
+                              int batch, int stage_rows);
 
 /* How many blocks of that size fit on the device at once (0 if none): a cooperative launch
  * needs every block resident. */
 int fused_mlp_resident_blocks(int units_per_block, size_t shared_bytes);
 
-/* Floats of scratch for hidden_t, partial_logits and dlogits; units = blocks × units_per_block. */
-size_t fused_mlp_scratch_floats(int batch, int units, int classes, int blocks);
-
-/* Launches the pass on stream (cooperatively); returns at once. */
+/* Launches the pass on stream (the reordering kernel, then the cooperative one); returns at
+ * once. */
 void gpu_fused_mlp_pass(cudaStream_t stream, const fused_mlp_args &args);
 
 #endif
