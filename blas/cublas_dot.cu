@@ -7,15 +7,16 @@
 #include "cublas_dot.h"
 
 void cublas_dot(cublasHandle_t handle, const float *w, const float *x, size_t n, float *dot) {
+    const cublas_functions &cublas = cublas_library();
     if (n == 0) { /* BLAS returns 0 for an empty vector; written here so it is never in doubt */
         cudaStream_t stream;
-        CUBLAS_CHECK(cublasGetStream(handle, &stream));
+        CUBLAS_CHECK(cublas.get_stream(handle, &stream));
         CUDA_CHECK(cudaMemsetAsync(dot, 0, sizeof(float), stream));
         return;
     }
     cublasPointerMode_t previous;
-    CUBLAS_CHECK(cublasGetPointerMode(handle, &previous));
-    CUBLAS_CHECK(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_DEVICE));
-    CUBLAS_CHECK(cublasSdot_64(handle, (int64_t)n, w, 1, x, 1, dot));
-    CUBLAS_CHECK(cublasSetPointerMode(handle, previous));
+    CUBLAS_CHECK(cublas.get_pointer_mode(handle, &previous));
+    CUBLAS_CHECK(cublas.set_pointer_mode(handle, CUBLAS_POINTER_MODE_DEVICE));
+    CUBLAS_CHECK(cublas.sdot_64(handle, (int64_t)n, w, 1, x, 1, dot));
+    CUBLAS_CHECK(cublas.set_pointer_mode(handle, previous));
 }

@@ -4,7 +4,8 @@
 #define MLP_CUBLAS_DOT_H
 
 #include <cstddef>
-#include <cublas_v2.h>
+
+#include "cublas_library.h"
 
 /* *dot = w·x over n floats, all three in device memory, queued on the handle's stream. */
 void cublas_dot(cublasHandle_t handle, const float *w, const float *x, size_t n, float *dot);

@@ -10,12 +10,17 @@
 #include "cublas_gemm.h"
 
 cublasHandle_t cublas_gemm_handle(cudaStream_t stream) {
+    const cublas_functions &cublas = cublas_library();
     cublasHandle_t handle;
-    CUBLAS_CHECK(cublasCreate(&handle));
-    CUBLAS_CHECK(cublasSetStream(handle, stream));
+    CUBLAS_CHECK(cublas.create(&handle));
+    CUBLAS_CHECK(cublas.set_stream(handle, stream));
     /* FP32 unless a call asks for less (the compute types of the tf32/bf16 functions below) */
-    CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
+    CUBLAS_CHECK(cublas.set_math_mode(handle, CUBLAS_DEFAULT_MATH));
     return handle;
+}
+
+void cublas_gemm_handle_destroy(cublasHandle_t handle) {
+    CUBLAS_CHECK(cublas_library().destroy(handle));
 }
 
 void cublas_gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,
@@ -24,7 +29,8 @@ void cublas_gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n
     if (m == 0 || n == 0) return;
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasSgemm(handle, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+    CUBLAS_CHECK(cublas_library().sgemm(handle, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta,
+                                        c, ldc));
 }
 
 /* cublasGemmEx with the row-major-to-column-major swap above: A and B of type `inputs`, C FP32. */
@@ -34,8 +40,9 @@ static void gemm_ex(cublasHandle_t handle, bool trans_a, bool trans_b, int m, in
     if (m == 0 || n == 0) return;
     cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, n, m, k, &alpha, b, inputs, ldb, a, inputs, lda,
-                              &beta, c, CUDA_R_32F, ldc, compute, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(cublas_library().gemm_ex(handle, op_b, op_a, n, m, k, &alpha, b, inputs, ldb, a,
+                                          inputs, lda, &beta, c, CUDA_R_32F, ldc, compute,
+                                          CUBLAS_GEMM_DEFAULT));
 }
 
 void cublas_gemm_tf32(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,

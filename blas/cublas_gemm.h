@@ -5,11 +5,13 @@
 #ifndef MLP_CUBLAS_GEMM_H
 #define MLP_CUBLAS_GEMM_H
 
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
+
+#include "cublas_library.h"
 
 /* A handle bound to `stream`, in FP32 (no TF32 unless a call's compute type asks for it). */
 cublasHandle_t cublas_gemm_handle(cudaStream_t stream);
+void cublas_gemm_handle_destroy(cublasHandle_t handle);
 
 /* C = alpha * op(A) * op(B) + beta * C, row-major, op(A) M×K, op(B) K×N, C M×N. */
 void cublas_gemm(cublasHandle_t handle, bool trans_a, bool trans_b, int m, int n, int k,

@@ -1,5 +1,5 @@
-/* Checking every CUDA and cuBLAS call: a failure prints the call, the error and where it
- * happened, then ends the process with status 1. Kernel launches are checked with
+/* Checking every CUDA call (cuBLAS's: CUBLAS_CHECK, blas/cublas_library.h): a failure prints
+ * the call, the error and where it happened, then ends the process with status 1. Kernel launches are checked with
  * CUDA_CHECK_LAUNCH() right after the launch (it catches bad configurations; errors inside the
  * kernel surface at the next synchronizing call, which is checked too). */
 #ifndef MLP_CUDA_CHECK_H
@@ -7,7 +7,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 [[noreturn]] inline void cuda_fail(const char *call, const char *error, const char *file, int line) {
@@ -22,13 +21,6 @@
     } while (0)
 
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
-
-#define CUBLAS_CHECK(call)                                                                         \
-    do {                                                                                           \
-        cublasStatus_t status_ = (call);                                                           \
-        if (status_ != CUBLAS_STATUS_SUCCESS)                                                      \
-            cuda_fail(#call, cublasGetStatusString(status_), __FILE__, __LINE__);                  \
-    } while (0)
 
 /* Blocks of `threads` covering `count` items. */
 inline unsigned blocks_for(size_t count, unsigned threads) {

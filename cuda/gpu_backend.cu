@@ -313,7 +313,7 @@ void destroy(backend *be) {
     if (gpu->nccl) gpu_nccl_leave(gpu->nccl);
 #endif
     if (gpu->fused) fused_pass_destroy(gpu->fused);
-    if (gpu->cublas) CUBLAS_CHECK(cublasDestroy(gpu->cublas));
+    if (gpu->cublas) cublas_gemm_handle_destroy(gpu->cublas);
     if (gpu->cublas_workspace) CUDA_CHECK(cudaFree(gpu->cublas_workspace));
     if (gpu->gemm_workspace.data) CUDA_CHECK(cudaFree(gpu->gemm_workspace.data));
     if (gpu->bf16_a) CUDA_CHECK(cudaFree(gpu->bf16_a));
@@ -458,7 +458,8 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
     if (chosen->gemm[PRECISION_FP32] == gemm_cublas) {
         gpu->cublas = cublas_gemm_handle(gpu->stream);
         gpu->cublas_workspace = gpu_alloc_or_exit(CUBLAS_WORKSPACE_BYTES);
-        CUBLAS_CHECK(cublasSetWorkspace(gpu->cublas, gpu->cublas_workspace, CUBLAS_WORKSPACE_BYTES));
+        CUBLAS_CHECK(cublas_library().set_workspace(gpu->cublas, gpu->cublas_workspace,
+                                                    CUBLAS_WORKSPACE_BYTES));
     }
     if (chosen->gemm[PRECISION_FP32] == gemm_tiled) {
         gpu->gemm_workspace.floats = GPU_GEMM_WORKSPACE_FLOATS;

@@ -168,7 +168,7 @@ int main() {
     check_dots();
     check_sigmoid_extremes();
     check_pools();
-    CUBLAS_CHECK(cublasDestroy(cublas));
+    cublas_gemm_handle_destroy(cublas);
     CUDA_CHECK(cudaStreamDestroy(stream));
     return test_exit_status("test_gpu_kernels");
 }

@@ -619,7 +619,7 @@ int main() {
     const char *part = std::getenv("MLP_TEST_PART");
     if (part && std::strcmp(part, "output_layer") == 0) check_output_layers();
     else check_all();
-    CUBLAS_CHECK(cublasDestroy(cublas));
+    cublas_gemm_handle_destroy(cublas);
     CUDA_CHECK(cudaFree(workspace.data));
     gpu_softmax_scratch_destroy(softmax_scratch);
     CUDA_CHECK(cudaStreamDestroy(stream));

@@ -32,7 +32,8 @@
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
 #   speed     epoch ms of tiled, blas (graphs on and off) and fused at batch 16, 64, 512, 2048
-#   startup   whole-process wall time of 10 epochs at batch 512, and the start-up breakdown
+#   startup   whole-process wall time of 10 epochs at batch 512, and the start-up breakdown, beside
+#             the floor: an empty CUDA program's (tools/cuda_floor.cu)
 #   limits    models too large for the GPU's memory (a huge --hidden, a huge --batch on top):
 #             each must end with exit 1 and a message, not a crash
 #   ladder    the GEMM ladder (docs/kernels.md): its test under compute-sanitizer memcheck (small
@@ -349,9 +350,16 @@ PY
 }
 
 # Whole-process wall time of 10 epochs at batch 512 (the issue's start-up goal: < 0.3 s to
-# >= 97.8% test accuracy), three runs per implementation, and where the start-up went.
+# >= 97.8% test accuracy), three runs per implementation, and where the start-up went; first the
+# floor: the whole-process time of cuda_floor, which creates a CUDA context and exits.
 stage_startup() {
     local impl run start end
+    for run in 1 2 3; do
+        start=$(date +%s%N)
+        "$build/cuda_floor" >"$out/startup_floor.txt" 2>&1
+        end=$(date +%s%N)
+        printf 'cuda_floor run %d: wall %d ms, %s\n' $run $(((end - start) / 1000000)) "$(cat "$out/startup_floor.txt")"
+    done
     for impl in fused tiled blas; do
         for run in 1 2 3; do
             start=$(date +%s%N)

@@ -106,7 +106,7 @@ extern "C" bool gpu_bench_open(char *why, size_t why_size) {
 extern "C" void gpu_bench_close(void) {
     CUDA_CHECK(cudaEventDestroy(context.start));
     CUDA_CHECK(cudaEventDestroy(context.stop));
-    CUBLAS_CHECK(cublasDestroy(context.cublas));
+    cublas_gemm_handle_destroy(context.cublas);
     CUDA_CHECK(cudaFree(context.gemm_workspace.data));
     CUDA_CHECK(cudaStreamDestroy(context.stream));
 }
