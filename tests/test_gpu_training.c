@@ -109,11 +109,12 @@ static void check_recorded_steps(const char *impl, uint64_t seed) {
 /* The fused kernel runs whole passes where it can hold the model (one hidden layer): against
  * the CPU over two epochs (Adam's step count carries across passes), on widths that do not
  * divide into its blocks and on batches of 1, 17 and 32 rows (one stage of pixels in shared
- * memory), 100 (two stages, both kept for the backward) and 300 and 1000 (5 and 16 stages: the
- * backward copies all but the last two again). */
+ * memory: the next step's is copied during this one), 100 (two stages, both kept for the
+ * backward) and 150, 300 and 1000 (3, 5 and 16 stages: the backward copies all but the last two
+ * again). */
 static void check_fused_pass(uint64_t seed) {
-    static const int shapes[][2] = {{5, 17}, {32, 32}, {17, 1}, {64, 100}, {256, 300}, {300, 1000}};
-    /* MLP_TEST_SHAPES=small (compute-sanitizer, which is slow): the first two */
+    static const int shapes[][2] = {{5, 17}, {17, 150}, {32, 32}, {17, 1}, {64, 100}, {256, 300}, {300, 1000}};
+    /* MLP_TEST_SHAPES=small (compute-sanitizer, which is slow): the first two, one stage and three */
     const char *which = getenv("MLP_TEST_SHAPES");
     size_t count = which && strcmp(which, "small") == 0 ? 2 : sizeof shapes / sizeof shapes[0];
     backend *be = gpu_backend_create("fused", 0, PRECISION_FP32);

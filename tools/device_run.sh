@@ -8,6 +8,8 @@
 #   test      every CTest test (CPU and GPU)
 #   gputest   the GPU's CTest tests alone (label gpu; CI runs the CPU's)
 #   sanitize  compute-sanitizer memcheck, racecheck and initcheck on the GPU test programs
+#   fused     the fused kernel under compute-sanitizer: its test (memcheck, racecheck), and
+#             memcheck on a whole pass of mlp_train --impl fused (4 units a block, many stages)
 #   ncu       Nsight Compute on the first steps' kernels, selected by NVTX range
 #   train     10 epochs of each GPU implementation at batch 64 and 512
 #   profile   --profile tables: data resident, host pageable, host pinned, host overlapped
@@ -110,6 +112,25 @@ stage_sanitize() {
         --data "$data" --epochs 1 --batch 1000 --quiet >"$out/sanitize_mlp_train_bf16.log" 2>&1
     s=$?
     echo "compute-sanitizer memcheck mlp_train --impl tiled --precision bf16: exit $s; $(grep 'ERROR SUMMARY' "$out/sanitize_mlp_train_bf16.log")"
+    [ $s -eq 0 ] || status=1
+    return $status
+}
+
+# The fused kernel's own proof: its test under memcheck and racecheck (a one-stage and a
+# three-stage batch), then memcheck on a whole pass of mlp_train: 4 units a block, many stages.
+stage_fused() {
+    local status=0 tool s
+    for tool in memcheck racecheck; do
+        MLP_TEST_PART=fused MLP_TEST_SHAPES=small compute-sanitizer --tool $tool --error-exitcode 99 \
+            "$build/test_gpu_training" >"$out/fused_$tool.log" 2>&1
+        s=$?
+        echo "compute-sanitizer $tool test_gpu_training (fused, small shapes): exit $s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/fused_$tool.log" | tail -1)"
+        [ $s -eq 0 ] || { status=1; grep -m 20 -E '=========|FAIL' "$out/fused_$tool.log"; }
+    done
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl fused --hidden 300 \
+        --batch 1000 --epochs 1 --data "$data" --quiet >"$out/fused_memcheck_mlp_train.log" 2>&1
+    s=$?
+    echo "compute-sanitizer memcheck mlp_train --impl fused --hidden 300 --batch 1000: exit $s; $(grep 'ERROR SUMMARY' "$out/fused_memcheck_mlp_train.log")"
     [ $s -eq 0 ] || status=1
     return $status
 }
