@@ -248,13 +248,16 @@ stage_odd() {
     "$build/mlp_bench" gemm --device gpu "${shapes[@]}" --warmup 0 --repeats 3 --quiet \
         --csv "$out/odd_gemm.csv" >"$out/odd_gemm.txt" 2>&1 || status=1
     echo "odd GEMM shapes: $(grep -c ',ok,' "$out/odd_gemm.csv") verified, $(grep -c FAILED "$out/odd_gemm.csv") failed"
-    for impl in naive tiled blas; do
+    # fused runs the one-hidden-layer models whole (--hidden 300: 4 units a block, 32-row stages;
+    # 1000: 8 units a block) and says why it falls back on the others
+    for impl in naive tiled blas fused; do
         for args in "--hidden 17,3 --batch 7 --epochs 1" "--hidden 1000,33 --batch 999 --epochs 2 --optimizer adam" \
+            "--hidden 300 --batch 999 --epochs 2 --optimizer adam" "--hidden 1000 --batch 100 --epochs 1" \
             "--dataset fashion --data data/fashion --batch 333 --epochs 2"; do
             # shellcheck disable=SC2086
             "$mlp" --device gpu --impl $impl $args --json --quiet >"$out/odd_train.json" 2>"$out/odd_train.err" ||
                 { status=1; echo "FAILED: $impl $args: $(cat "$out/odd_train.err")"; continue; }
-            python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f'{sys.argv[2]:<5} {sys.argv[3]:<60} test accuracy {100*d[\"test_accuracy\"]:.2f}%')" \
+            python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f'{sys.argv[2]:<5} {sys.argv[3]:<60} {d[\"config\"].get(\"execution\", \"?\"):<9} test accuracy {100*d[\"test_accuracy\"]:.2f}%')" \
                 "$out/odd_train.json" "$impl" "$args"
         done
     done
