@@ -13,8 +13,16 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas"};
 
 /* float32 arithmetic in a different order (blocked, vectorized, threaded) gives different
  * roundings, ~1e-7 relative per operation; 50 steps of SGD or Adam carry them to ~1e-6.
- * 1e-4 leaves room without hiding a real difference (a wrong kernel is off by far more). */
+ * 1e-4 leaves room without hiding a real difference (a wrong kernel is off by far more).
+ * Adam gets the looser bound test_gpu_training.c gives it, for the reason given there: it moves
+ * every weight by about lr whatever the size of its gradient, so a hidden unit whose
+ * pre-activation is within rounding of zero, on for one implementation and off for the other,
+ * moves its weights apart by lr per step. Measured on the 2-core development machine: over 150
+ * seeds Adam's difference was 5e-8 at the median and 4.9e-6 at most, but seed
+ * 1795506348988730025 (a CI run's) gave 1.2e-4 (naive) and 8.3e-4 (tiled), with SGD at 6e-8 and
+ * the gradient checks passing for the same seed. */
 #define AGREEMENT_BOUND 1e-4
+#define ADAM_AGREEMENT_BOUND 1e-2
 
 /* 50 steps on the synthetic task cut the test loss to 0.75-0.86 of where it started with SGD,
  * 0.84-0.90 with Adam (100 seeds, 1 and 2 threads); a run that does not learn stays at 1. */
@@ -52,7 +60,8 @@ static void check_agreement(uint64_t seed, optimizer_kind kind, int threads) {
         size_t count;
         float *params = train_synthetic(be, &run, &count, &result);
         double difference = relative_difference(params, reference, n);
-        CHECK(count == n && difference < AGREEMENT_BOUND,
+        double bound = kind == OPTIMIZER_ADAM ? ADAM_AGREEMENT_BOUND : AGREEMENT_BOUND;
+        CHECK(count == n && difference < bound,
               "cpu %s vs blas, %s, %d threads: parameters differ by %.3g after 50 steps",
               IMPLS[i], optimizer_name(kind), threads, difference);
         free(params);
