@@ -11,16 +11,36 @@
 #include "fused_pass.h"
 #include "gpu_state.h"
 
-struct fused_pass {
-    void *scratch;
-    size_t scratch_bytes;
-};
-
 namespace {
 
 struct plan {
     int units_per_block, blocks, stage_rows;
 };
+
+/* What a plan depends on: the model's widths, the optimizer's state arrays, the batch. */
+struct plan_key {
+    int features, hidden, classes, layers, state_arrays, batch;
+};
+
+bool same_key(const plan_key &x, const plan_key &y) {
+    return x.features == y.features && x.hidden == y.hidden && x.classes == y.classes &&
+           x.layers == y.layers && x.state_arrays == y.state_arrays && x.batch == y.batch;
+}
+
+} // namespace
+
+struct fused_pass {
+    void *scratch;
+    size_t scratch_bytes;
+    /* the last plan made, kept: planning queries the device (occupancy, limits), and a pass
+     * runs every epoch with the same model and batch */
+    bool planned;
+    plan_key planned_for;
+    plan last_plan;
+    char last_why[256];
+};
+
+namespace {
 
 int state_arrays(const optimizer_config *o) { return o->kind == OPTIMIZER_ADAM ? 2 : 1; }
 
@@ -60,6 +80,25 @@ plan make_plan(const training_pass *pass, char *why, size_t why_size) {
                   "activations for the whole batch in shared memory)",
                   hidden, pass->batch, FUSED_MAX_UNITS_PER_BLOCK);
     return {0, 0, 0};
+}
+
+plan_key key_of(const training_pass *pass) {
+    const mlp_shape *shape = pass->shape;
+    return {shape->width[0], shape->layers >= 2 ? shape->width[1] : 0, shape->width[shape->layers],
+            shape->layers, state_arrays(pass->optimizer), pass->batch};
+}
+
+/* make_plan, made once for each new key. */
+plan cached_plan(fused_pass *fused, const training_pass *pass, char *why, size_t why_size) {
+    const plan_key key = key_of(pass);
+    if (!fused->planned || !same_key(fused->planned_for, key)) {
+        fused->last_why[0] = '\0';
+        fused->last_plan = make_plan(pass, fused->last_why, sizeof fused->last_why);
+        fused->planned_for = key;
+        fused->planned = true;
+    }
+    std::snprintf(why, why_size, "%s", fused->last_why);
+    return fused->last_plan;
 }
 
 void ensure_scratch(fused_pass *fused, size_t bytes) {
@@ -107,17 +146,17 @@ bool fused_pass_supported(backend *be, const training_pass *pass, char *why, siz
                       "the fused kernel reads the data set on the device (--data device)");
         return false;
     }
-    return make_plan(pass, why, why_size).blocks > 0;
+    return cached_plan(gpu_of(be)->fused, pass, why, why_size).blocks > 0;
 }
 
 void fused_pass_run(backend *be, const training_pass *pass) {
     char why[256];
-    plan p = make_plan(pass, why, sizeof why);
+    gpu_state *gpu = gpu_of(be);
+    plan p = cached_plan(gpu->fused, pass, why, sizeof why);
     if (p.blocks == 0) {
         std::fprintf(stderr, "mlp_train: internal error: fused pass not supported: %s\n", why);
         std::exit(1);
     }
-    gpu_state *gpu = gpu_of(be);
     const mlp_shape *shape = pass->shape;
     int classes = shape->width[2];
     scratch_layout layout = lay_out_scratch(pass, p, classes);

@@ -37,9 +37,8 @@ void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
 void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc,
                 const gemm_epilogue *epilogue) {
-    gpu_state *gpu = gpu_of(be);
-    gpu_gemm_pipelined(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb,
-                       beta, c, ldc, epilogue);
+    gpu_gemm_pipelined(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                       epilogue);
 }
 
 /* For the GEMMs without an epilogue of their own (cuBLAS, the tensor-core rungs of the ladder):

@@ -14,7 +14,7 @@ struct gpu_state {
     cudaStream_t stream;                /* every operation of the step runs on it, in order */
     cublasHandle_t cublas;              /* blas implementation only */
     void *cublas_workspace;             /* its workspace, fixed so that its calls can be recorded */
-    gpu_gemm_workspace gemm_workspace;  /* tiled implementation only: split-K's partial sums */
+    gpu_gemm_workspace gemm_workspace;  /* tiled, --precision tf32 and bf16: split-K partial sums */
     bool wgmma;                         /* the tensor-core GEMMs may use Hopper's wgmma rungs */
     /* tiled in BF16 only: A and B rounded to BF16 before each product, `operand_capacity`
      * elements each (reserve_gemm_operands sets it, before any step is recorded) */

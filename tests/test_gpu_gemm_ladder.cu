@@ -181,9 +181,9 @@ struct launch_args {
 #define BF16_ARGS stream, x.ta, x.tb, x.m, x.n, x.k, x.alpha, x.a16, x.lda, x.b16, x.ldb, x.beta, x.c, x.ldc
 
 void warptiled(const launch_args &x) { gpu_gemm_warptiled(FP32_ARGS); }
-void pipelined(const launch_args &x) { gpu_gemm_pipelined(workspace, FP32_ARGS); }
+void pipelined(const launch_args &x) { gpu_gemm_pipelined(FP32_ARGS); }
 template <int TILE, int SPLITS> void pipelined_plan(const launch_args &x) {
-    gpu_gemm_pipelined_with_plan(TILE, SPLITS, workspace, FP32_ARGS);
+    gpu_gemm_pipelined_with_plan(TILE, SPLITS, FP32_ARGS);
 }
 void tf32(const launch_args &x) { gpu_gemm_tf32_mma(workspace, FP32_ARGS); }
 template <int SPLITS> void tf32_splits(const launch_args &x) {
@@ -213,13 +213,16 @@ struct rung {
 };
 
 /* Split-K slices are at least 32 (pipelined) or 64 (tensor cores) deep, so small K gets
- * fewer slices than asked for, and K = 65 two uneven ones. */
+ * fewer slices than asked for, and K = 65 two uneven ones. The pipelined rung sums its slices in
+ * a cluster of at most 8 blocks: asked for 12, it makes 8. */
 const rung RUNGS[] = {
     {"warptiled", AS_IS, warptiled},
     {"pipelined(32, 3 K slices)", AS_IS, pipelined_plan<32, 3>},
     {"pipelined(64)", AS_IS, pipelined_plan<64, 1>},
     {"pipelined(128)", AS_IS, pipelined_plan<128, 1>},
     {"pipelined(64, 5 K slices)", AS_IS, pipelined_plan<64, 5>},
+    {"pipelined(64, 8 K slices)", AS_IS, pipelined_plan<64, 8>},
+    {"pipelined(32, 12 K slices)", AS_IS, pipelined_plan<32, 12>},
     {"pipelined(128, 3 K slices)", AS_IS, pipelined_plan<128, 3>},
     {"pipelined(128×256)", AS_IS, pipelined_plan<256, 1>},
     {"pipelined(128×256, 3 K slices)", AS_IS, pipelined_plan<256, 3>},

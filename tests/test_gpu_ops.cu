@@ -94,12 +94,12 @@ template <int TILE, int SPLITS> void tiled_launcher(GPU_GEMM_ARGS, const gemm_ep
 }
 
 template <int TILE, int SPLITS> void pipelined_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gpu_gemm_pipelined_with_plan(TILE, SPLITS, workspace, stream, trans_a, trans_b, m, n, k, alpha,
+    gpu_gemm_pipelined_with_plan(TILE, SPLITS, stream, trans_a, trans_b, m, n, k, alpha,
                                  a, lda, b, ldb, beta, c, ldc, epilogue);
 }
 
 void pipelined_auto_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gpu_gemm_pipelined(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+    gpu_gemm_pipelined(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                        ldc, epilogue);
 }
 

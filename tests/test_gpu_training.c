@@ -21,7 +21,9 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};
  * so a hidden unit whose pre-activation is within rounding of zero, on for one implementation
  * and off for the other, moves its weights apart by lr per step. Measured on an H200: of 21
  * seeds, 20 kept every implementation within 1e-4 of the CPU; one put the GPU's pipelined GEMM
- * (tiled, fused) 2.2e-3 away, while SGD and the gradient check passed for that seed. */
+ * (tiled, fused) 2.2e-3 away, while SGD and the gradient check passed for that seed. The fused
+ * pass's check had kept the tight bound for Adam too, until seed 1795509238187151228 put it
+ * 1.3e-4 away (hidden 64, batch 100) with SGD and the gradient check passing. */
 #define AGREEMENT_BOUND 1e-4
 #define ADAM_AGREEMENT_BOUND 1e-2
 
@@ -132,9 +134,10 @@ static void check_fused_pass(uint64_t seed) {
             float *params = train_synthetic(be, &run, &n, &result);
             float *again = train_synthetic(be, &run, &n, &result);
             double difference = relative_difference(params, reference, n);
+            double bound = kind == OPTIMIZER_ADAM ? ADAM_AGREEMENT_BOUND : AGREEMENT_BOUND;
             CHECK(strcmp(result.pass_mode, "whole") == 0, "fused, hidden %d: passes ran %s, not whole",
                   hidden, result.pass_mode);
-            CHECK(n == n_cpu && difference < AGREEMENT_BOUND,
+            CHECK(n == n_cpu && difference < bound,
                   "fused vs cpu blas, hidden %d, batch %d, %s: parameters differ by %.3g", hidden,
                   batch, optimizer_name(kind), difference);
             CHECK(fabs(result.test_loss - cpu_result.test_loss) < 1e-3 * cpu_result.test_loss,

@@ -264,6 +264,19 @@ stage_odd() {
     compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl tiled --hidden 17,3 \
         --batch 999 --epochs 1 --data "$data" --quiet >"$out/odd_sanitize.log" 2>&1 || status=1
     echo "compute-sanitizer memcheck, --impl tiled --hidden 17,3 --batch 999: $(grep 'ERROR SUMMARY' "$out/odd_sanitize.log")"
+    # the pipelined GEMM's split-K sums its slices in a cluster's shared memory: a full cluster
+    # (8 slices), an odd one (3) and the MLP's own plans, under memcheck and racecheck
+    local tool plan
+    for tool in memcheck racecheck; do
+        for plan in 64:8 32:3 own; do
+            local forced=()
+            [ $plan = own ] || forced=(--plan $plan)
+            compute-sanitizer --tool $tool --error-exitcode 99 "$build/mlp_bench" gemm --device gpu \
+                --impl pipelined --shape 512,256,784,NN --shape 784,256,512,TN --shape 1000,17,4099,NT \
+                "${forced[@]}" --warmup 0 --repeats 1 --quiet >"$out/odd_cluster_$tool.log" 2>&1 || status=1
+            echo "compute-sanitizer $tool, pipelined GEMM, plan $plan: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/odd_cluster_$tool.log" | tail -1)"
+        done
+    done
     return $status
 }
 

@@ -623,11 +623,10 @@ size_t fused_mlp_shared_bytes(int U, int F, int C, int S, int batch, int stage_r
 }
 
 int fused_mlp_resident_blocks(int units_per_block, size_t shared_bytes) {
-    cudaDeviceProp properties;
-    int device = 0;
+    int device = 0, most_shared = 0;
     CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
-    if (shared_bytes > properties.sharedMemPerBlockOptin) return 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&most_shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (shared_bytes > (size_t)most_shared) return 0;
     switch (units_per_block) {
     case 1: return resident_blocks<1>(shared_bytes);
     case 2: return resident_blocks<2>(shared_bytes);

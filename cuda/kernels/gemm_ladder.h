@@ -22,13 +22,13 @@ void gpu_gemm_warptiled(GPU_GEMM_ARGS);
 
 /* gemm_pipelined.cu: warp tiles fed by a 3-stage cp.async pipeline (the next tiles load while
  * the current one is multiplied), 128×256, 128×128, 64×64 or 32×32 block tiles by size,
- * split-K for small C. Like gemm_tiled.cu it applies an epilogue (src/backend.h) as it stores
- * C; nullptr: none. The FP32 GEMM of --impl tiled and fused (gpu_backend.cu). */
-void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS,
-                        const gemm_epilogue *epilogue = nullptr);
+ * split-K for small C through a thread block cluster (no workspace). Like gemm_tiled.cu it
+ * applies an epilogue (src/backend.h) as it stores C; nullptr: none. The FP32 GEMM of
+ * --impl tiled and fused (gpu_backend.cu). */
+void gpu_gemm_pipelined(GPU_GEMM_ARGS, const gemm_epilogue *epilogue = nullptr);
 /* The same with the block tile (32, 64 or 128 for that square, 256 for 128×256) and the number
- * of K slices forced: for tests. */
-void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS,
+ * of K slices forced (at most 8, a cluster): for tests. */
+void gpu_gemm_pipelined_with_plan(int tile, int splits, GPU_GEMM_ARGS,
                                   const gemm_epilogue *epilogue = nullptr);
 
 /* gemm_tf32_mma.cu: tensor cores in TF32 (mma.sync m16n8k8, FP32 accumulate). A and B are FP32

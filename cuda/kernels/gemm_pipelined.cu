@@ -23,9 +23,21 @@
  * Tile by size, as gemm_tiled.cu does: 128×256 blocks (256 threads, 16×8 per lane, one block
  * per multiprocessor) for the largest products; 128×128 (256 threads, 8×8 per lane, two
  * blocks) when that gives every multiprocessor a block; else 64×64 (128 threads, 8×4 per
- * lane); and when even those are too few (the MLP's layers), split-K (gemm_split_k.cuh) on
- * 64×64, or on 32×32 (one warp) when M or N is under 64 (gpu_gemm_pipelined, at the end, has
- * two measured exceptions). The 128×256 tile is the last step to
+ * lane); and when even those are too few (the MLP's layers), split-K on 64×64, or on 32×32
+ * (two warps) when M or N is under 64 (gpu_gemm_pipelined, at the end, has two measured
+ * exceptions).
+ *
+ * Split-K here goes through a thread block cluster (Hopper), not through memory. The blocks of
+ * one tile, one per K slice (grid z), are launched as one cluster of up to 8. Each multiplies
+ * its slice and leaves its raw partial tile in its own shared memory (the pipeline's stages are
+ * free by then); after a cluster-wide barrier, block z takes every (S·THREADS)-th quad of the
+ * tile from z·THREADS on, adds the S blocks' partials for it in the order 0, 1, ..., S − 1,
+ * reading the other blocks' shared memory directly (distributed shared memory), and stores the
+ * sum through the epilogue; a second barrier keeps every block's shared memory alive until the
+ * others have read it. So a split product is one launch, its partials never go to memory, and
+ * the sums are the same bits on every run (gemm_tiled.cu's split-K, with its second kernel over
+ * a workspace in memory, is the version before). Without clusters (before compute capability
+ * 9.0) K is not split. The 128×256 tile is the last step to
  * cuBLAS: each lane does 128 FMAs for every 6 float4 reads of shared memory instead of 64 for
  * 4, and the FMA pipe is the limit (measured at 4096³ on an H200: 0.93 of cuBLAS, against
  * 0.88 for 128×128).
@@ -33,6 +45,7 @@
  * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major; A is stored M×K (K×M when
  * transposed), B K×N (N×K when transposed). Any M, N, K: copies outside the matrix become
  * stores of zero, and the results are stored only inside it. */
+#include <cooperative_groups.h>
 #include <cstdio>
 #include <cstdlib>
 
@@ -47,6 +60,7 @@ namespace {
 constexpr int STAGES = 3;  /* tiles in flight: one multiplied, two loading */
 constexpr int PAD = 4;     /* floats after each shared row */
 constexpr int MIN_SLICE = 32; /* split-K: the thinnest K slice worth a block */
+constexpr int MAX_SLICES = 8;  /* split-K: blocks in a cluster, the most any GPU guarantees */
 
 /* A block tile of BM×BN, BK deep, split among WARPS_M×WARPS_N warps; each warp's lanes form a 4×8
  * grid of 4×4 patches, repeated over the warp tile (see gemm_warptiled.cu). */
@@ -123,15 +137,36 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, fl
         for (int j = 0; j < TN; j++) acc[i][j] += av[i] * bv[j];
 }
 
-/* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C), or with partials != nullptr the raw
- * product of K slice blockIdx.z into plane z of partials. Grid ceil(N/BN) × ceil(M/BM) × slices;
- * CFG::SHARED_BYTES of dynamic shared memory. */
+/* Stores the block's tile of C (rows row0.., columns col0..), each element the sum of the
+ * cluster's partial tiles: the split-K reduction described at the top. Every thread has left
+ * its accumulators at its patches of `tile` (BM×BN, row-major, in its block's shared memory). */
+template <typename CFG>
+__device__ __forceinline__ void store_cluster_sum(float *tile, const gemm_output &out, int m, int n,
+                                                  int row0, int col0) {
+    namespace cg = cooperative_groups;
+    constexpr int QUADS = CFG::BM * CFG::BN / 4, QUADS_PER_ROW = CFG::BN / 4;
+    cg::cluster_group cluster = cg::this_cluster();
+    const int slices = (int)cluster.num_blocks();
+    cluster.sync(); /* every block's partial tile is in its shared memory */
+    for (int q = (int)cluster.block_rank() * CFG::THREADS + threadIdx.x; q < QUADS; q += slices * CFG::THREADS) {
+        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int z = 0; z < slices; z++) {
+            const float4 part = reinterpret_cast<const float4 *>(cluster.map_shared_rank(tile, z))[q];
+            sum.x += part.x, sum.y += part.y, sum.z += part.z, sum.w += part.w;
+        }
+        store_quad(out, m, n, row0 + q / QUADS_PER_ROW, col0 + q % QUADS_PER_ROW * 4, sum);
+    }
+    cluster.sync(); /* the other blocks have finished reading this one's tile */
+}
+
+/* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C). Grid ceil(N/BN) × ceil(M/BM) × slices,
+ * block z multiplying K slice z; with more than one slice, the grid's z blocks of a tile form
+ * a cluster (1 × 1 × slices). CFG::SHARED_BYTES of dynamic shared memory. */
 template <typename CFG, bool TRANS_A, bool TRANS_B>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
                       int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
-                      int ldc, gemm_epilogue epilogue, float *__restrict__ partials, bool vector_a,
-                      bool vector_b) {
+                      int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
     constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
     constexpr int LANES_M = CFG::LANES_M, LANES_N = CFG::LANES_N, TM = CFG::TM, TN = CFG::TN;
     constexpr int REPEAT_M = CFG::REPEAT_M, REPEAT_N = CFG::REPEAT_N;
@@ -182,7 +217,23 @@ gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const f
         }
     }
 
-    const gemm_output out = block_output(c, ldc, alpha, beta, partials, m, n, epilogue);
+    const gemm_output out = output_to_c(c, ldc, alpha, beta, epilogue);
+    if (gridDim.z == 1) {
+#pragma unroll
+        for (int rm = 0; rm < REPEAT_M; rm++)
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int rn = 0; rn < REPEAT_N; rn++) {
+                    const float(&row)[TN] = acc[rm][rn][i];
+                    store_quad(out, m, n, row0 + patch_row + rm * LANES_M * TM + i,
+                               col0 + patch_col + rn * LANES_N * TN, make_float4(row[0], row[1], row[2], row[3]));
+                }
+        return;
+    }
+    static_assert(CFG::BM * CFG::BN <= STAGES * CFG::STAGE_FLOATS, "the partial tile fits in the stages");
+    cp_async_wait<0>(); /* only empty groups are left, but the stages are about to be reused */
+    __syncthreads();    /* every warp has finished reading the last stage */
 #pragma unroll
     for (int rm = 0; rm < REPEAT_M; rm++)
 #pragma unroll
@@ -190,9 +241,11 @@ gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const f
 #pragma unroll
             for (int rn = 0; rn < REPEAT_N; rn++) {
                 const float(&row)[TN] = acc[rm][rn][i];
-                store_quad(out, m, n, row0 + patch_row + rm * LANES_M * TM + i,
-                           col0 + patch_col + rn * LANES_N * TN, make_float4(row[0], row[1], row[2], row[3]));
+                const int tile_row = patch_row + rm * LANES_M * TM + i, tile_col = patch_col + rn * LANES_N * TN;
+                *reinterpret_cast<float4 *>(shared + tile_row * BN + tile_col) =
+                    make_float4(row[0], row[1], row[2], row[3]);
             }
+    store_cluster_sum<CFG>(shared, out, m, n, row0, col0);
 }
 
 /* Raises the kernel's dynamic shared memory limit (48 KB unless asked) once. */
@@ -205,69 +258,90 @@ template <typename CFG, bool TRANS_A, bool TRANS_B> void allow_shared_memory() {
     done = true;
 }
 
+/* Whether this GPU runs thread block clusters (compute capability 9.0 on): split-K needs them. */
+bool clusters_available() {
+    static int available = -1;
+    if (available < 0) {
+        int device;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&available, cudaDevAttrClusterLaunch, device));
+    }
+    return available != 0;
+}
+
+/* The grid is ceil(N/BN) × ceil(M/BM) × slices, and with more than one slice a tile's blocks are
+ * a cluster. */
 template <typename CFG, bool TRANS_A, bool TRANS_B>
-void launch_kernel(gemm_k_split split, float *partials, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
+void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
     allow_shared_memory<CFG, TRANS_A, TRANS_B>();
-    const dim3 blocks(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
-    gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B><<<blocks, CFG::THREADS, CFG::SHARED_BYTES, stream>>>(
-        m, n, k, split.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, partials,
-        float4_aligned(a, lda), float4_aligned(b, ldb));
-    CUDA_CHECK_LAUNCH();
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
+    config.blockDim = dim3(CFG::THREADS);
+    config.dynamicSmemBytes = CFG::SHARED_BYTES;
+    config.stream = stream;
+    cudaLaunchAttribute cluster = {};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = split.splits;
+    config.attrs = &cluster;
+    config.numAttrs = split.splits > 1 ? 1 : 0;
+    CUDA_CHECK(cudaLaunchKernelEx(&config, gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>, m, n, k,
+                                  split.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue,
+                                  float4_aligned(a, lda), float4_aligned(b, ldb)));
 }
 
 long tiles(int m, int n, int side) { return (long)blocks_for(m, side) * blocks_for(n, side); }
 long wide_tiles(int m, int n) { return (long)blocks_for(m, wide_tile::BM) * blocks_for(n, wide_tile::BN); }
 
-/* K cut into `forced_splits` slices, or (0) as many as the grid needs. */
+/* K cut into `forced_splits` slices, or (0) as many as make about two blocks per multiprocessor;
+ * at most MAX_SLICES (a cluster), and one where the GPU has no clusters. */
 template <typename CFG>
-void run(int forced_splits, gpu_gemm_workspace workspace, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
-    const gemm_k_split split =
-        forced_splits > 0 ? gemm_slices(forced_splits, m, n, k, CFG::BK, MIN_SLICE, workspace)
-                          : gemm_choose_slices((long)blocks_for(m, CFG::BM) * blocks_for(n, CFG::BN), m, n, k, CFG::BK, MIN_SLICE, workspace);
-    float *partials = split.splits > 1 ? workspace.data : nullptr;
+void run(int forced_splits, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
+    const long grid_tiles = (long)blocks_for(m, CFG::BM) * blocks_for(n, CFG::BN);
+    const int sms = gemm_multiprocessor_count();
+    long wanted = forced_splits > 0 ? forced_splits : grid_tiles >= sms ? 1 : (2L * sms + grid_tiles - 1) / grid_tiles;
+    if (wanted > MAX_SLICES) wanted = MAX_SLICES;
+    if (!clusters_available()) wanted = 1;
+    const gemm_k_split split = gemm_k_slices((int)wanted, k, CFG::BK, MIN_SLICE);
 #define GEMM_PIPELINED_LAUNCH(TA, TB)                                                              \
-    launch_kernel<CFG, TA, TB>(split, partials, epilogue, stream, trans_a, trans_b, m, n, k, alpha, \
-                               a, lda, b, ldb, beta, c, ldc)
+    launch_kernel<CFG, TA, TB>(split, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, \
+                               ldb, beta, c, ldc)
     if (!trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(false, false);
     else if (trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(true, false);
     else if (!trans_a && trans_b) GEMM_PIPELINED_LAUNCH(false, true);
     else GEMM_PIPELINED_LAUNCH(true, true);
 #undef GEMM_PIPELINED_LAUNCH
-    if (partials) gemm_sum_slices(stream, partials, split, m, n, alpha, beta, c, ldc, epilogue);
 }
 
-void run_tile(int tile, int forced_splits, gpu_gemm_workspace workspace, const gemm_epilogue *epilogue,
-              GPU_GEMM_ARGS) {
+void run_tile(int tile, int forced_splits, const gemm_epilogue *epilogue, GPU_GEMM_ARGS) {
     const gemm_epilogue e = epilogue ? *epilogue : gemm_epilogue{};
 #define GEMM_PIPELINED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
-    if (tile == 256) run<wide_tile>(forced_splits, workspace, e, GEMM_PIPELINED_ARGS);
-    else if (tile == 128) run<large_tile>(forced_splits, workspace, e, GEMM_PIPELINED_ARGS);
-    else if (tile == 64) run<small_tile>(forced_splits, workspace, e, GEMM_PIPELINED_ARGS);
-    else run<narrow_tile>(forced_splits, workspace, e, GEMM_PIPELINED_ARGS);
+    if (tile == 256) run<wide_tile>(forced_splits, e, GEMM_PIPELINED_ARGS);
+    else if (tile == 128) run<large_tile>(forced_splits, e, GEMM_PIPELINED_ARGS);
+    else if (tile == 64) run<small_tile>(forced_splits, e, GEMM_PIPELINED_ARGS);
+    else run<narrow_tile>(forced_splits, e, GEMM_PIPELINED_ARGS);
 #undef GEMM_PIPELINED_ARGS
 }
 
 } // namespace
 
-void gpu_gemm_pipelined_with_plan(int tile, int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS,
-                                  const gemm_epilogue *epilogue) {
+void gpu_gemm_pipelined_with_plan(int tile, int splits, GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     if (tile != 32 && tile != 64 && tile != 128 && tile != 256) {
         std::fprintf(stderr, "gpu_gemm_pipelined_with_plan: no tile %d (32, 64, 128 or 256)\n", tile);
         std::exit(1);
     }
-    run_tile(tile, splits > 1 ? splits : 1, workspace, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_tile(tile, splits > 1 ? splits : 1, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* The largest tile that still gives every multiprocessor a block, 128×256, 128×128 or 64×64;
  * failing that 64×64 with split-K, or 32×32 (16 deep) when M or N is under 64 or K under 32,
  * where a 64-wide or 32-deep tile would be mostly padding. Two exceptions, measured on an H200
- * (132 multiprocessors) with mlp_bench --plan (tools/device_run.sh plans):
- * - 64×64 tiles for three quarters of the multiprocessors or more: no split-K. The second pass
- *   over C costs more than the idle multiprocessors (2048×256×784: 34.8 µs unsplit, 37.3 in 3).
+ * (132 multiprocessors) with mlp_bench --plan (tools/device_run.sh plans, 2026-11-24):
+ * - 64×64 tiles for three quarters of the multiprocessors or more: no split-K. The sum costs
+ *   as much as the idle multiprocessors (2048×256×784: 35.3 µs unsplit, 34.9 in 2, 40.4 in 3).
  * - K too short for more than 2 slices, and enough 32×32 tiles to go round: those, unsplit
- *   (784×256×64, layer 1's weight gradient at batch 64: 8.3 µs against 12.2 in 2 slices). */
-void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+ *   (784×256×64, layer 1's weight gradient at batch 64: 8.4 µs against 10.3 in 2 slices). */
+void gpu_gemm_pipelined(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     const int sms = gemm_multiprocessor_count();
     const bool narrow = m < 64 || n < 64 || k < 32;
@@ -277,5 +351,5 @@ void gpu_gemm_pipelined(gpu_gemm_workspace workspace, GPU_GEMM_ARGS, const gemm_
     else if (!narrow && 4 * tiles(m, n, 64) >= 3L * sms) tile = 64, splits = 1;
     else if (k < 3 * MIN_SLICE && tiles(m, n, 32) >= sms) tile = 32, splits = 1;
     else tile = narrow ? 32 : 64;
-    run_tile(tile, splits, workspace, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_tile(tile, splits, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -31,16 +31,20 @@ int gemm_multiprocessor_count() {
     return count;
 }
 
-gemm_k_split gemm_slices(int wanted, int m, int n, int k, int k_step, int min_slice,
-                         gpu_gemm_workspace workspace) {
-    const size_t plane = (size_t)m * n;
+gemm_k_split gemm_k_slices(int wanted, int k, int k_step, int min_slice) {
     long splits = wanted;
     if (splits > k / min_slice) splits = k / min_slice;
-    if (plane && splits > (long)(workspace.floats / plane)) splits = (long)(workspace.floats / plane);
     if (splits < 2) return {1, k > 0 ? k : 1};
     int slice = (int)((k + splits - 1) / splits);
     slice = (slice + k_step - 1) / k_step * k_step;
     return {(k + slice - 1) / slice, slice}; /* rounding the slice up may leave fewer slices */
+}
+
+gemm_k_split gemm_slices(int wanted, int m, int n, int k, int k_step, int min_slice,
+                         gpu_gemm_workspace workspace) {
+    const size_t plane = (size_t)m * n;
+    if (plane && wanted > (long)(workspace.floats / plane)) wanted = (int)(workspace.floats / plane);
+    return gemm_k_slices(wanted, k, k_step, min_slice);
 }
 
 gemm_k_split gemm_choose_slices(long tiles, int m, int n, int k, int k_step, int min_slice,

@@ -1,5 +1,6 @@
-/* Split-K, shared by the ladder's rungs that serve every size (gemm_pipelined.cu,
- * gemm_tf32_mma.cu, gemm_bf16_mma.cu); gemm_split_k.cu holds the host side.
+/* Split-K through memory, shared by the ladder's rungs that serve every size (gemm_tf32_mma.cu,
+ * gemm_bf16_mma.cu; gemm_pipelined.cu splits K through a cluster instead, and takes only
+ * gemm_k_slices from here); gemm_split_k.cu holds the host side.
  *
  * A GEMM whose C is small (the MLP's layers: 512×256 is 32 tiles of 64×64 for 132
  * multiprocessors) leaves most of the GPU idle when one block computes each tile. So K is cut
@@ -21,8 +22,11 @@ struct gemm_k_split {
 
 int gemm_multiprocessor_count();
 
-/* `wanted` slices of whole k_step steps, each at least min_slice deep, no more than the
- * workspace has planes for, no empty slice; one slice means no split. */
+/* `wanted` slices of whole k_step steps, each at least min_slice deep, no empty slice; one
+ * slice means no split. */
+gemm_k_split gemm_k_slices(int wanted, int k, int k_step, int min_slice);
+
+/* The same, and no more than the workspace has planes for. */
 gemm_k_split gemm_slices(int wanted, int m, int n, int k, int k_step, int min_slice,
                          gpu_gemm_workspace workspace);
 

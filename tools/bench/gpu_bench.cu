@@ -217,10 +217,10 @@ static void launch_gemm(const gpu_gemm_case *g, gpu_gemm_impl impl) {
         break;
     case GPU_GEMM_PIPELINED:
         if (g->plan_tile)
-            gpu_gemm_pipelined_with_plan(g->plan_tile, g->plan_splits, w, s, g->trans_a, g->trans_b,
+            gpu_gemm_pipelined_with_plan(g->plan_tile, g->plan_splits, s, g->trans_a, g->trans_b,
                                          g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb, 0.0f, g->c, ldc);
         else
-            gpu_gemm_pipelined(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
+            gpu_gemm_pipelined(s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
                                ldb, 0.0f, g->c, ldc);
         break;
     case GPU_GEMM_CUBLAS:
