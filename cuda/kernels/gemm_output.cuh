@@ -67,4 +67,22 @@ __device__ __forceinline__ void store_quad(const gemm_output &out, int m, int n,
     }
 }
 
+/* The warp-tiled rungs' accumulators (gemm_warptiled.cu, gemm_pipelined.cu), one row of 4 at a
+ * time: acc[rm][rn][i][0..3] is element (patch_row + rm·LANES_M·4 + i, patch_col + rn·LANES_N·4
+ * + 0..3) of the block's tile; visit(tile_row, tile_col, quad) gets each. */
+template <int LANES_M, int LANES_N, int REPEAT_M, int REPEAT_N, typename Visit>
+__device__ __forceinline__ void for_each_quad(const float (&acc)[REPEAT_M][REPEAT_N][4][4], int patch_row,
+                                              int patch_col, Visit visit) {
+#pragma unroll
+    for (int rm = 0; rm < REPEAT_M; rm++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int rn = 0; rn < REPEAT_N; rn++) {
+                const float(&row)[4] = acc[rm][rn][i];
+                visit(patch_row + rm * LANES_M * 4 + i, patch_col + rn * LANES_N * 4,
+                      make_float4(row[0], row[1], row[2], row[3]));
+            }
+}
+
 #endif

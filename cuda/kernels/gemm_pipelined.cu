@@ -219,32 +219,17 @@ gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const f
 
     const gemm_output out = output_to_c(c, ldc, alpha, beta, epilogue);
     if (gridDim.z == 1) {
-#pragma unroll
-        for (int rm = 0; rm < REPEAT_M; rm++)
-#pragma unroll
-            for (int i = 0; i < TM; i++)
-#pragma unroll
-                for (int rn = 0; rn < REPEAT_N; rn++) {
-                    const float(&row)[TN] = acc[rm][rn][i];
-                    store_quad(out, m, n, row0 + patch_row + rm * LANES_M * TM + i,
-                               col0 + patch_col + rn * LANES_N * TN, make_float4(row[0], row[1], row[2], row[3]));
-                }
+        for_each_quad<LANES_M, LANES_N>(acc, patch_row, patch_col, [&](int row, int col, float4 quad) {
+            store_quad(out, m, n, row0 + row, col0 + col, quad);
+        });
         return;
     }
     static_assert(CFG::BM * CFG::BN <= STAGES * CFG::STAGE_FLOATS, "the partial tile fits in the stages");
     cp_async_wait<0>(); /* only empty groups are left, but the stages are about to be reused */
     __syncthreads();    /* every warp has finished reading the last stage */
-#pragma unroll
-    for (int rm = 0; rm < REPEAT_M; rm++)
-#pragma unroll
-        for (int i = 0; i < TM; i++)
-#pragma unroll
-            for (int rn = 0; rn < REPEAT_N; rn++) {
-                const float(&row)[TN] = acc[rm][rn][i];
-                const int tile_row = patch_row + rm * LANES_M * TM + i, tile_col = patch_col + rn * LANES_N * TN;
-                *reinterpret_cast<float4 *>(shared + tile_row * BN + tile_col) =
-                    make_float4(row[0], row[1], row[2], row[3]);
-            }
+    for_each_quad<LANES_M, LANES_N>(acc, patch_row, patch_col, [&](int row, int col, float4 quad) {
+        *reinterpret_cast<float4 *>(shared + row * BN + col) = quad;
+    });
     store_cluster_sum<CFG>(shared, out, m, n, row0, col0);
 }
 

@@ -128,16 +128,9 @@ gemm_warptiled_kernel(int m, int n, int k, float alpha, const float *__restrict_
     }
 
     const gemm_output out = output_to_c(c, ldc, alpha, beta);
-#pragma unroll
-    for (int rm = 0; rm < REPEAT_M; rm++)
-#pragma unroll
-        for (int i = 0; i < TM; i++)
-#pragma unroll
-            for (int rn = 0; rn < REPEAT_N; rn++) {
-                const float(&row)[TN] = acc[rm][rn][i];
-                store_quad(out, m, n, row0 + patch_row + rm * LANES_M * TM + i,
-                           col0 + patch_col + rn * LANES_N * TN, make_float4(row[0], row[1], row[2], row[3]));
-            }
+    for_each_quad<LANES_M, LANES_N>(acc, patch_row, patch_col, [&](int row, int col, float4 quad) {
+        store_quad(out, m, n, row0 + row, col0 + col, quad);
+    });
 }
 
 } // namespace
