@@ -224,13 +224,17 @@ void sum(backend *be, const float *x, size_t n, float *result) {
 }
 
 void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad, size_t n,
-                       float lr, float momentum) {
-    gpu_sgd_momentum_step(gpu_of(be)->stream, param, velocity, grad, n, lr, momentum);
+                       float lr, float momentum, pass_cursor *cursor, int rows) {
+    gpu_state *gpu = gpu_of(be);
+    gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum,
+                          gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 
 void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-               float lr, float beta1, float beta2, float eps, const pass_cursor *cursor) {
-    gpu_adam_step(gpu_of(be)->stream, param, m, v, grad, n, lr, beta1, beta2, eps, cursor);
+               float lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows) {
+    gpu_state *gpu = gpu_of(be);
+    gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps,
+                  gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 
 void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
@@ -319,6 +323,7 @@ void destroy(backend *be) {
     if (gpu->bf16_b) CUDA_CHECK(cudaFree(gpu->bf16_b));
     if (gpu->output_layer_scratch) CUDA_CHECK(cudaFree(gpu->output_layer_scratch));
     gpu_softmax_scratch_destroy(gpu->softmax_scratch);
+    CUDA_CHECK(cudaFree(gpu->update_blocks_done));
     CUDA_CHECK(cudaStreamDestroy(gpu->stream));
     delete gpu;
     delete be;
@@ -467,6 +472,8 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
         gpu->wgmma = gpu_gemm_wgmma_available();
     }
     gpu->softmax_scratch = gpu_softmax_scratch_create();
+    gpu->update_blocks_done = static_cast<unsigned *>(gpu_alloc_or_exit(sizeof(unsigned)));
+    CUDA_CHECK(cudaMemset(gpu->update_blocks_done, 0, sizeof(unsigned)));
     if (chosen->fused && precision == PRECISION_FP32) gpu->fused = fused_pass_create();
 
     backend *be = new backend{};

@@ -21,6 +21,7 @@ struct gpu_state {
     __nv_bfloat16 *bf16_a, *bf16_b;
     size_t operand_capacity;
     gpu_softmax_scratch softmax_scratch; /* the output bias gradient's partial sums */
+    unsigned *update_blocks_done;       /* the update kernels' count of finished blocks (gpu_step_end) */
     /* tiled in FP32 only: the fused output layer's partial sums (output_layer_prepare) */
     float *output_layer_scratch;
     size_t output_layer_scratch_floats;

@@ -178,16 +178,18 @@ struct backend {
     /* *result = sum of x[0..n); result is one float in the backend's memory. Deterministic. */
     void (*sum)(backend *be, const float *x, size_t n, float *result);
 
-    /* velocity = momentum * velocity + grad;  param -= lr * velocity   (PyTorch's convention).
-     * One call updates every parameter of the model (they are one flat array). */
+    /* The update, which ends a training step. One call updates every parameter of the model
+     * (they are one flat array), then moves the step's cursor on as advance_cursor(cursor, rows)
+     * does: in one operation, so that on the GPU the update's kernel is the step's last.
+     * SGD: velocity = momentum * velocity + grad;  param -= lr * velocity  (PyTorch's convention).
+     * Adam: with bias correction, at step t = cursor->optimizer_steps + 1 (read before the move). */
     void (*sgd_momentum_step)(backend *be, float *param, float *velocity, const float *grad,
-                              size_t n, float lr, float momentum);
-
-    /* Adam with bias correction, at step t = cursor->optimizer_steps + 1. */
+                              size_t n, float lr, float momentum, pass_cursor *cursor, int rows);
     void (*adam_step)(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-                      float lr, float beta1, float beta2, float eps, const pass_cursor *cursor);
+                      float lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows);
 
-    /* The end of a step: cursor->first_row += rows, cursor->optimizer_steps += 1. */
+    /* cursor->first_row += rows, cursor->optimizer_steps += 1: where a pass moves on without an
+     * update (the test pass). */
     void (*advance_cursor)(backend *be, pass_cursor *cursor, int rows);
 
     /* ---- batches ---- */

@@ -163,24 +163,26 @@ static void sum(backend *be, const float *x, size_t n, float *result) {
     count_other(be, started);
 }
 
-static void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad,
-                              size_t n, float lr, float momentum) {
-    double started = wall_seconds();
-    cpu_sgd_momentum_step(param, velocity, grad, n, lr, momentum);
-    count_other(be, started);
-}
-
-static void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-                      float lr, float beta1, float beta2, float eps, const pass_cursor *cursor) {
-    double started = wall_seconds();
-    cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, cursor->optimizer_steps + 1);
-    count_other(be, started);
-}
-
 static void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
     (void)be;
     cursor->first_row += rows;
     cursor->optimizer_steps++;
+}
+
+static void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad,
+                              size_t n, float lr, float momentum, pass_cursor *cursor, int rows) {
+    double started = wall_seconds();
+    cpu_sgd_momentum_step(param, velocity, grad, n, lr, momentum);
+    advance_cursor(be, cursor, rows);
+    count_other(be, started);
+}
+
+static void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
+                      float lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows) {
+    double started = wall_seconds();
+    cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, cursor->optimizer_steps + 1);
+    advance_cursor(be, cursor, rows);
+    count_other(be, started);
 }
 
 /* ---- batches: gathered from the host data set into one reusable buffer ---- */

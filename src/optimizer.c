@@ -35,12 +35,13 @@ void optimizer_destroy(optimizer *opt) {
 }
 
 void optimizer_step(optimizer *opt, float *params, const float *grads, float lr,
-                    const pass_cursor *cursor) {
+                    pass_cursor *cursor, int rows) {
     backend *be = opt->be;
     const optimizer_config *c = &opt->config;
     if (c->kind == OPTIMIZER_ADAM)
         be->adam_step(be, params, opt->state[0], opt->state[1], grads, opt->count, lr, c->beta1,
-                      c->beta2, c->eps, cursor);
+                      c->beta2, c->eps, cursor, rows);
     else
-        be->sgd_momentum_step(be, params, opt->state[0], grads, opt->count, lr, c->momentum);
+        be->sgd_momentum_step(be, params, opt->state[0], grads, opt->count, lr, c->momentum,
+                              cursor, rows);
 }

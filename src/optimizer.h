@@ -35,8 +35,9 @@ optimizer *optimizer_create(backend *be, optimizer_config config, size_t count);
 void optimizer_destroy(optimizer *opt);
 
 /* One update of params from grads, with learning rate lr: update number
- * cursor->optimizer_steps + 1. Queued like any operation; opt->step is the caller's to count. */
+ * cursor->optimizer_steps + 1, which ends the step of `rows` rows: the cursor moves on by them
+ * (backend.h). Queued like any operation; opt->step is the caller's to count. */
 void optimizer_step(optimizer *opt, float *params, const float *grads, float lr,
-                    const pass_cursor *cursor);
+                    pass_cursor *cursor, int rows);
 
 #endif

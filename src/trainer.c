@@ -218,11 +218,9 @@ static void queue_all_reduce(trainer *t, phase_profile *profile) {
 }
 
 static void queue_update(trainer *t, int kind, phase_profile *profile) {
-    backend *be = t->be;
     phase_begin(profile, PHASE_UPDATE);
     optimizer_step(t->opt, t->model->params, t->model->grads, t->config.optimizer.lr,
-                   t->train_cursor);
-    be->advance_cursor(be, t->train_cursor, t->plan.rows[kind]);
+                   t->train_cursor, t->plan.rows[kind]);
     phase_end(profile, PHASE_UPDATE);
 }
 

@@ -511,23 +511,39 @@ void check_sum() {
  * each value within 1e-6 relative, plus 1e-7 absolute for values near zero. */
 constexpr double UPDATE_RELATIVE = 1e-6, UPDATE_ABSOLUTE = 1e-7;
 
+/* The update ends the step: the cursor has moved on by the step's rows and counted the update,
+ * and the kernel's count of finished blocks is back at 0 for the next launch. */
+void check_step_end(const device_buffer<pass_cursor> &cursor, pass_cursor want,
+                    const device_buffer<unsigned> &blocks_done, const char *what, size_t n) {
+    pass_cursor got = cursor.download()[0];
+    CHECK(got.first_row == want.first_row && got.optimizer_steps == want.optimizer_steps,
+          "%s n=%zu: cursor at (%d, %d) after the update, want (%d, %d)", what, n, got.first_row,
+          got.optimizer_steps, want.first_row, want.optimizer_steps);
+    CHECK(blocks_done.download()[0] == 0, "%s n=%zu: the block count was left at %u", what, n,
+          blocks_done.download()[0]);
+}
+
 void check_optimizers() {
-    for (size_t n : {(size_t)1, (size_t)1000, (size_t)203530}) {
+    device_buffer<unsigned> blocks_done(std::vector<unsigned>{0});
+    for (size_t n : {(size_t)0, (size_t)1, (size_t)1000, (size_t)203530}) {
         std::vector<float> param = random_floats(n, -1, 1), velocity = random_floats(n, -1, 1);
         std::vector<float> m = random_floats(n, -1, 1), v = random_floats(n, 0, 1);
         std::vector<float> grad = random_floats(n, -1, 1);
         device_buffer<float> dparam(param), dvelocity(velocity), dgrad(grad);
-        gpu_sgd_momentum_step(stream, dparam.ptr, dvelocity.ptr, dgrad.ptr, n, 0.1f, 0.9f);
+        device_buffer<pass_cursor> sgd_cursor = cursor_at(7, 4);
+        gpu_sgd_momentum_step(stream, dparam.ptr, dvelocity.ptr, dgrad.ptr, n, 0.1f, 0.9f,
+                              gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
         std::vector<float> p_sgd = param, v_sgd = velocity;
         cpu_sgd_momentum_step(p_sgd.data(), v_sgd.data(), grad.data(), n, 0.1f, 0.9f);
         double error = std::fmax(worst_deviation(dparam.download(), p_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
                                  worst_deviation(dvelocity.download(), v_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE));
         CHECK(error <= 1, "sgd_momentum_step n=%zu: off by %.3g tolerances", n, error);
+        check_step_end(sgd_cursor, {20, 5}, blocks_done, "sgd_momentum_step", n);
 
         device_buffer<float> dparam2(param), dm(m), dv(v);
         device_buffer<pass_cursor> cursor = cursor_at(0, 2); /* two updates made: this is step 3 */
         gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, 0.01f, 0.9f, 0.999f, 1e-8f,
-                      cursor.ptr);
+                      gpu_step_end{cursor.ptr, 5, blocks_done.ptr});
         std::vector<float> p_adam = param, m_adam = m, v_adam = v;
         cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, 0.01f, 0.9f,
                       0.999f, 1e-8f, 3);
@@ -535,6 +551,7 @@ void check_optimizers() {
                           std::fmax(worst_deviation(dm.download(), m_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
                                     worst_deviation(dv.download(), v_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE)));
         CHECK(error <= 1, "adam_step n=%zu: off by %.3g tolerances", n, error);
+        check_step_end(cursor, {5, 3}, blocks_done, "adam_step", n);
     }
 }
 
@@ -544,7 +561,7 @@ std::vector<int32_t> identity_indices(int n) {
     return v;
 }
 
-/* features 784 (MNIST): four pixels a thread; odd ones: one a thread */
+/* features 784 and 20: four pixels a thread; odd ones: one a thread */
 void check_gather(int rows, int features) {
     int count = 1003;
     std::vector<uint8_t> pixels((size_t)count * features), labels(count);
@@ -566,6 +583,7 @@ void check_gather(int rows, int features) {
     device_buffer<pass_cursor> cursor = cursor_at(offset, 0);
     device_buffer<float> dx(x.size());
     dx.poison();
+    dy.poison();
     gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, dorder.ptr, cursor.ptr, rows, features,
                          scale, shift, dx.ptr, dy.ptr);
     double error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
@@ -576,6 +594,7 @@ void check_gather(int rows, int features) {
     cpu_gather_normalize(pixels.data(), labels.data(), identity_indices(rows).data(), rows, features,
                          scale, shift, x.data(), y.data());
     dx.poison();
+    dy.poison();
     gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, nullptr, nullptr, rows, features, scale,
                          shift, dx.ptr, dy.ptr);
     error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
@@ -598,7 +617,7 @@ void check_all() {
     check_sum();
     check_optimizers();
     for (int rows : ROWS)
-        for (int features : {1, 17, 784}) check_gather(rows, features);
+        for (int features : {1, 17, 20, 784}) check_gather(rows, features);
 }
 
 } // namespace

@@ -4,7 +4,8 @@
  * next: while a tile comes from memory (hundreds of cycles) the FMA units have nothing to do,
  * and only other blocks on the multiprocessor can fill the gap. Here shared memory holds
  * STAGES = 3 tiles of A and of B (BK = 32 deep for 128×128: 101 KB, two blocks per
- * multiprocessor), and the copies run ahead of the arithmetic:
+ * multiprocessor; 4 stages of 16 deep for one 64×64 variant, below), and the copies run ahead
+ * of the arithmetic:
  *
  *   prologue:   start copying tiles 0 and 1 (into stages 0, 1)
  *   step t:     wait until tile t has landed; barrier
@@ -34,10 +35,13 @@
  * tile from z·THREADS on, adds the S blocks' partials for it in the order 0, 1, ..., S − 1,
  * reading the other blocks' shared memory directly (distributed shared memory), and stores the
  * sum through the epilogue; a second barrier keeps every block's shared memory alive until the
- * others have read it. So a split product is one launch, its partials never go to memory, and
- * the sums are the same bits on every run (gemm_tiled.cu's split-K, with its second kernel over
- * a workspace in memory, is the version before). Without clusters (before compute capability
- * 9.0) K is not split. The 128×256 tile is the last step to
+ * others have read it (a relaxed one: it need not wait for the stores to C). So a split product
+ * is one launch, its partials never go to memory, and the sums are the same bits on every run
+ * (gemm_tiled.cu's split-K, with its second kernel over a workspace in memory, is the version
+ * before). Without clusters (before compute capability 9.0) K is not split. The number of
+ * slices is a power of two (clusters of 5 to 7 blocks measured slower), and where K's slices
+ * come out shallower in 16-deep steps than in 32-deep ones (K = 784 in 7 slices: 112 against
+ * 128), the 64×64 tile takes 16-deep steps. The 128×256 tile is the last step to
  * cuBLAS: each lane does 128 FMAs for every 6 float4 reads of shared memory instead of 64 for
  * 4, and the FMA pipe is the limit (measured at 4096³ on an H200: 0.93 of cuBLAS, against
  * 0.88 for 128×128).
@@ -51,22 +55,25 @@
 
 #include "../cuda_check.h"
 #include "gemm_async_copy.cuh"
+#include "dependent_launch.cuh"
 #include "gemm_common.cuh"
 #include "gemm_ladder.h"
 #include "gemm_split_k.cuh"
 
 namespace {
 
-constexpr int STAGES = 3;  /* tiles in flight: one multiplied, two loading */
 constexpr int PAD = 4;     /* floats after each shared row */
 constexpr int MIN_SLICE = 32; /* split-K: the thinnest K slice worth a block */
 constexpr int MAX_SLICES = 8;  /* split-K: blocks in a cluster, the most any GPU guarantees */
 
-/* A block tile of BM×BN, BK deep, split among WARPS_M×WARPS_N warps; each warp's lanes form a 4×8
- * grid of 4×4 patches, repeated over the warp tile (see gemm_warptiled.cu). */
+/* A block tile of BM×BN, BK deep, STAGES tiles in flight (one multiplied, the others loading),
+ * split among WARPS_M×WARPS_N warps; each warp's lanes form a 4×8 grid of 4×4 patches, repeated
+ * over the warp tile (see gemm_warptiled.cu). */
 
-template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int BLOCKS_PER_SM_> struct tile_config {
-    static constexpr int BM = BM_, BN = BN_, BK = BK_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+template <int BM_, int BN_, int BK_, int STAGES_, int WARPS_M_, int WARPS_N_, int BLOCKS_PER_SM_>
+struct tile_config {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_;
+    static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
     static constexpr int BLOCKS_PER_SM = BLOCKS_PER_SM_; /* __launch_bounds__: caps the registers */
     static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
@@ -81,10 +88,14 @@ template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int BLOCKS_PER_
  * better); the 32×32 tile serves
  * products with little work per block (N = 10, K = 16 in the MLP), where a shallow step and
  * small patches per lane keep the one block's critical path short. */
-using large_tile = tile_config<128, 128, 32, 4, 2, 2>; /* warp tile 32×64, 8×8 per lane */
-using small_tile = tile_config<64, 64, 32, 2, 2, 3>;   /* warp tile 32×32, 8×4 per lane */
-using narrow_tile = tile_config<32, 32, 16, 2, 1, 8>;  /* warp tile 16×32, 4×4 per lane */
-using wide_tile = tile_config<128, 256, 32, 2, 4, 1>;   /* warp tile 64×64, 16×8 per lane */
+using large_tile = tile_config<128, 128, 32, 3, 4, 2, 2>; /* warp tile 32×64, 8×8 per lane */
+using small_tile = tile_config<64, 64, 32, 3, 2, 2, 3>;   /* warp tile 32×32, 8×4 per lane */
+using narrow_tile = tile_config<32, 32, 16, 3, 2, 1, 8>;  /* warp tile 16×32, 4×4 per lane */
+using wide_tile = tile_config<128, 256, 32, 3, 2, 4, 1>;  /* warp tile 64×64, 16×8 per lane */
+/* small_tile in 16-deep steps, four in flight: for split-K where K's slices come out shallower
+ * in steps of 16 than of 32 (layer 1's forward, K = 784 in 7 slices: 112 deep, against 128 in
+ * steps of 32, 11.2 µs against 11.9 at batch 512 on an H200). */
+using small_thin_tile = tile_config<64, 64, 16, 4, 2, 2, 3>;
 
 /* Starts copying tile[kk][i] = X(i0 + i, k0 + kk), kk < BK, i < WIDTH (zero outside the
  * matrix), where X is op(A) (i: a row of C) or op(B)ᵀ (i: a column of C), stored with element
@@ -156,7 +167,11 @@ __device__ __forceinline__ void store_cluster_sum(float *tile, const gemm_output
         }
         store_quad(out, m, n, row0 + q / QUADS_PER_ROW, col0 + q % QUADS_PER_ROW * 4, sum);
     }
-    cluster.sync(); /* the other blocks have finished reading this one's tile */
+    /* The other blocks must have read this one's tile before it exits. Their reads are done
+     * (each fed a store above), so a relaxed arrival will do: unlike cluster.sync()'s, it does
+     * not wait for this block's stores to C to complete. */
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 
 /* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C). Grid ceil(N/BN) × ceil(M/BM) × slices,
@@ -167,11 +182,12 @@ __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
                       int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
                       int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
-    constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
+    constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, STAGES = CFG::STAGES, A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
     constexpr int LANES_M = CFG::LANES_M, LANES_N = CFG::LANES_N, TM = CFG::TM, TN = CFG::TN;
     constexpr int REPEAT_M = CFG::REPEAT_M, REPEAT_N = CFG::REPEAT_N;
     /* stage s: a_tile[kk][i] at shared + s·STAGE_FLOATS + kk·A_LINE + i, b_tile right after */
     extern __shared__ __align__(16) float shared[];
+    wait_for_previous_kernel();
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int patch_row = (warp / CFG::WARPS_N) * CFG::WM + (lane / LANES_N) * TM;
@@ -224,7 +240,7 @@ gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const f
         });
         return;
     }
-    static_assert(CFG::BM * CFG::BN <= STAGES * CFG::STAGE_FLOATS, "the partial tile fits in the stages");
+    static_assert(CFG::BM * CFG::BN <= CFG::STAGES * CFG::STAGE_FLOATS, "the partial tile fits in the stages");
     cp_async_wait<0>(); /* only empty groups are left, but the stages are about to be reused */
     __syncthreads();    /* every warp has finished reading the last stage */
     for_each_quad<LANES_M, LANES_N>(acc, patch_row, patch_col, [&](int row, int col, float4 quad) {
@@ -259,34 +275,41 @@ bool clusters_available() {
 template <typename CFG, bool TRANS_A, bool TRANS_B>
 void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
     allow_shared_memory<CFG, TRANS_A, TRANS_B>();
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
-    config.blockDim = dim3(CFG::THREADS);
-    config.dynamicSmemBytes = CFG::SHARED_BYTES;
-    config.stream = stream;
-    cudaLaunchAttribute cluster = {};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = split.splits;
-    config.attrs = &cluster;
-    config.numAttrs = split.splits > 1 ? 1 : 0;
-    CUDA_CHECK(cudaLaunchKernelEx(&config, gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>, m, n, k,
-                                  split.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue,
-                                  float4_aligned(a, lda), float4_aligned(b, ldb)));
+    const dim3 grid(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
+    launch_dependent(gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>, grid, CFG::THREADS,
+                     CFG::SHARED_BYTES, stream, split.splits, m, n, k, split.k_per_split, alpha, a,
+                     lda, b, ldb, beta, c, ldc, epilogue, float4_aligned(a, lda),
+                     float4_aligned(b, ldb));
 }
 
 long tiles(int m, int n, int side) { return (long)blocks_for(m, side) * blocks_for(n, side); }
 long wide_tiles(int m, int n) { return (long)blocks_for(m, wide_tile::BM) * blocks_for(n, wide_tile::BN); }
 
-/* K cut into `forced_splits` slices, or (0) as many as make about two blocks per multiprocessor;
- * at most MAX_SLICES (a cluster), and one where the GPU has no clusters. */
-template <typename CFG>
-void run(int forced_splits, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
+/* Slices for a grid of `tiles` blocks: the largest power of two that keeps it within two blocks
+ * per multiprocessor, at most MAX_SLICES. Measured on an H200 (132 multiprocessors, graphs of
+ * back-to-back GEMMs, 2026-11-24): layer 1's weight gradient at batch 512 (784×256×512, 52
+ * tiles) took 10.5 µs in 4 slices, 10.5 in 5, 12.0 in 6 and 14.2 in 3; at batch 2048 32.9 µs in
+ * 4, 39.4 in 5, 34.0 in 6 and 31.6 in 8. Clusters of 5 to 7 blocks place worse than 4 or 8. */
+long power_of_two_slices(long tiles, int sms) {
+    long slices = 1;
+    while (slices < MAX_SLICES && 2 * slices * tiles <= 2L * sms) slices *= 2;
+    return slices;
+}
+
+/* K cut into `forced_splits` slices, or (0) power_of_two_slices when the tiles leave
+ * multiprocessors without a block; at most MAX_SLICES (a cluster), and one where the GPU has no
+ * clusters. Slices are whole steps of CFG::BK. */
+template <typename CFG> gemm_k_split split_for(int forced_splits, int m, int n, int k) {
     const long grid_tiles = (long)blocks_for(m, CFG::BM) * blocks_for(n, CFG::BN);
     const int sms = gemm_multiprocessor_count();
-    long wanted = forced_splits > 0 ? forced_splits : grid_tiles >= sms ? 1 : (2L * sms + grid_tiles - 1) / grid_tiles;
+    long wanted = forced_splits > 0 ? forced_splits : grid_tiles >= sms ? 1 : power_of_two_slices(grid_tiles, sms);
     if (wanted > MAX_SLICES) wanted = MAX_SLICES;
     if (!clusters_available()) wanted = 1;
-    const gemm_k_split split = gemm_k_slices((int)wanted, k, CFG::BK, MIN_SLICE);
+    return gemm_k_slices((int)wanted, k, CFG::BK, MIN_SLICE);
+}
+
+template <typename CFG>
+void run(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
 #define GEMM_PIPELINED_LAUNCH(TA, TB)                                                              \
     launch_kernel<CFG, TA, TB>(split, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, \
                                ldb, beta, c, ldc)
@@ -300,10 +323,18 @@ void run(int forced_splits, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
 void run_tile(int tile, int forced_splits, const gemm_epilogue *epilogue, GPU_GEMM_ARGS) {
     const gemm_epilogue e = epilogue ? *epilogue : gemm_epilogue{};
 #define GEMM_PIPELINED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
-    if (tile == 256) run<wide_tile>(forced_splits, e, GEMM_PIPELINED_ARGS);
-    else if (tile == 128) run<large_tile>(forced_splits, e, GEMM_PIPELINED_ARGS);
-    else if (tile == 64) run<small_tile>(forced_splits, e, GEMM_PIPELINED_ARGS);
-    else run<narrow_tile>(forced_splits, e, GEMM_PIPELINED_ARGS);
+    if (tile == 256) {
+        run<wide_tile>(split_for<wide_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+    } else if (tile == 128) {
+        run<large_tile>(split_for<large_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+    } else if (tile == 64) { /* 16-deep steps where they make the slices shallower */
+        const gemm_k_split deep = split_for<small_tile>(forced_splits, m, n, k);
+        const gemm_k_split thin = split_for<small_thin_tile>(forced_splits, m, n, k);
+        if (thin.k_per_split < deep.k_per_split) run<small_thin_tile>(thin, e, GEMM_PIPELINED_ARGS);
+        else run<small_tile>(deep, e, GEMM_PIPELINED_ARGS);
+    } else {
+        run<narrow_tile>(split_for<narrow_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+    }
 #undef GEMM_PIPELINED_ARGS
 }
 

@@ -77,12 +77,20 @@ void gpu_advance_cursor(cudaStream_t stream, pass_cursor *cursor, int rows);
 void gpu_column_sums(cudaStream_t stream, const float *matrix, int rows, int cols, float *sums);
 void gpu_sum(cudaStream_t stream, const float *x, size_t n, float *result);
 
+/* optimizers.cu: the update that ends a step (backend.h); its kernel moves the cursor on
+ * (first_row += rows, optimizer_steps += 1). Adam's t = cursor->optimizer_steps + 1, read on the
+ * device by every block, so there the last block to finish moves it: blocks_done counts the
+ * finished blocks and is back at 0 after each launch (one counter per stream, zeroed before its
+ * first use; SGD does not use it). */
+typedef struct {
+    pass_cursor *cursor;
+    int rows;
+    unsigned *blocks_done;
+} gpu_step_end;
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
-                           size_t n, float lr, float momentum);
-/* Adam at step t = cursor->optimizer_steps + 1, read on the device. */
+                           size_t n, float lr, float momentum, gpu_step_end end);
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
-                   size_t n, float lr, float beta1, float beta2, float eps,
-                   const pass_cursor *cursor);
+                   size_t n, float lr, float beta1, float beta2, float eps, gpu_step_end end);
 
 /* x[r] = pixels[i] * scale + shift, y[r] = labels[i] with i = order[cursor->first_row + r];
  * order == NULL means row r itself (a batch already gathered; cursor is then unused). pixels is

@@ -29,6 +29,7 @@
 #include <cmath>
 
 #include "../cuda_check.h"
+#include "dependent_launch.cuh"
 #include "gpu_kernels.h"
 #include "warp_reduce.cuh"
 
@@ -205,6 +206,7 @@ __device__ void block_sums(int H, int C, const float *h_rows, const float *dh_ro
 template <int CLASSES, int VALUES>
 __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
     extern __shared__ float shared[];
+    wait_for_previous_kernel();
     const output_layer_step &p = a.step;
     int H = p.in, C = p.classes;
     float *wt = shared;                                /* W transposed: CLASSES rows, stride H + 1 */
@@ -247,6 +249,7 @@ constexpr int SUM_WARPS = 32;
 __global__ void __launch_bounds__(SUM_WARPS * 32) sum_planes(output_layer_step p, const float *planes, int blocks) {
     constexpr int LOADS = 4;
     __shared__ float warp_totals[SUM_WARPS][32];
+    wait_for_previous_kernel();
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     int H = p.in, C = p.classes, floats = plane_floats(H, C);
     int o = blockIdx.x * 32 + lane;
@@ -276,7 +279,7 @@ template <int CLASSES, int VALUES>
 void launch_rows(cudaStream_t stream, const row_args &a, int blocks, size_t shared) {
     CUDA_CHECK(cudaFuncSetAttribute(output_layer_rows<CLASSES, VALUES>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    output_layer_rows<CLASSES, VALUES><<<blocks, THREADS, shared, stream>>>(a);
+    launch_dependent(output_layer_rows<CLASSES, VALUES>, blocks, THREADS, shared, stream, 1, a);
 }
 
 template <int CLASSES>
@@ -310,9 +313,8 @@ void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float 
         case 16: launch_classes<16>(stream, a, blocks, shared); break;
         default: launch_classes<MAX_CLASSES>(stream, a, blocks, shared); break;
         }
-        CUDA_CHECK_LAUNCH();
     }
     int outputs = plane_floats(step.in, step.classes);
-    sum_planes<<<(outputs + 31) / 32, SUM_WARPS * 32, 0, stream>>>(step, scratch, blocks);
-    CUDA_CHECK_LAUNCH();
+    launch_dependent(sum_planes, (outputs + 31) / 32, SUM_WARPS * 32, 0, stream, 1, step,
+                     (const float *)scratch, blocks);
 }
