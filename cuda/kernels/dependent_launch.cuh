@@ -3,7 +3,7 @@
  *
  * Without it, the GPU launches a kernel only once the kernel before it has finished and its
  * writes have been flushed, so every kernel boundary of a step pays the whole launch of the next
- * grid. A step of the tiled implementation has seven boundaries.
+ * grid. A step of the tiled implementation is six kernels.
  *
  * With it, the kernels of a step are launched with launch_dependent() and open with
  * wait_for_previous_kernel() (griddepcontrol.wait), before touching memory: the next grid is set
@@ -15,9 +15,9 @@
  * faster.)
  *
  * The kernels do not signal earlier than their exit (griddepcontrol.launch_dependents): tried on
- * an H200, the next kernel's blocks, started early and waiting beside the GEMM's or the update's,
- * made a batch-512 epoch slower (4.58 → 4.84 ms, and 5.58 ms when signalled at the start), where
- * starting them at exit made it faster (4.44 ms); see docs/kernels.md.
+ * an H200, the next kernel's blocks, started early and waiting beside the running kernel's, made
+ * every batch-512 epoch slower (signalled after the GEMMs' main loop, 4.84 ms against 4.44 at
+ * exit; in the gather alone, 5.11 against 4.06); docs/kernels.md has the measurements.
  *
  * A kernel that opens with the wait may also be launched the ordinary way (<<<>>>, or on a GPU
  * without the feature): the wait then returns at once. Stream capture keeps the relation as a

@@ -27,7 +27,8 @@ void gpu_gemm_warptiled(GPU_GEMM_ARGS);
  * --impl tiled and fused (gpu_backend.cu). */
 void gpu_gemm_pipelined(GPU_GEMM_ARGS, const gemm_epilogue *epilogue = nullptr);
 /* The same with the block tile (32, 64 or 128 for that square, 256 for 128×256) and the number
- * of K slices forced (at most 8, a cluster): for tests. */
+ * of K slices forced (at most 8, a cluster): for tests. The 64×64 tile still picks its step
+ * depth (16 or 32) for the slices it gets. */
 void gpu_gemm_pipelined_with_plan(int tile, int splits, GPU_GEMM_ARGS,
                                   const gemm_epilogue *epilogue = nullptr);
 

@@ -289,7 +289,8 @@ long wide_tiles(int m, int n) { return (long)blocks_for(m, wide_tile::BM) * bloc
  * per multiprocessor, at most MAX_SLICES. Measured on an H200 (132 multiprocessors, graphs of
  * back-to-back GEMMs, 2026-11-24): layer 1's weight gradient at batch 512 (784×256×512, 52
  * tiles) took 10.5 µs in 4 slices, 10.5 in 5, 12.0 in 6 and 14.2 in 3; at batch 2048 32.9 µs in
- * 4, 39.4 in 5, 34.0 in 6 and 31.6 in 8. Clusters of 5 to 7 blocks place worse than 4 or 8. */
+ * 4, 34.0 in 6 and 31.6 in 8 (and 39.4 in 5, measured before the relaxed cluster barrier).
+ * Clusters of 5 to 7 blocks place worse than 4 or 8. */
 long power_of_two_slices(long tiles, int sms) {
     long slices = 1;
     while (slices < MAX_SLICES && 2 * slices * tiles <= 2L * sms) slices *= 2;
