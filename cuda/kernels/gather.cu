@@ -24,8 +24,12 @@ __global__ void gather_normalize_kernel(const uint8_t *pixels, const uint8_t *la
     wait_for_previous_kernel();
     const int32_t *indices = order ? order + cursor->first_row : nullptr;
     const int first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
+    const bool labeller = blockIdx.x == 0 && threadIdx.x == 0; /* one thread per row writes y */
     for (int row = blockIdx.y; row < rows; row += gridDim.y) {
         size_t sample = indices ? (size_t)indices[row] : (size_t)row;
+        /* loaded before the pixels are written, which (bytes may alias anything) the compiler
+         * could not move it above: so its latency overlaps theirs instead of following it */
+        const uint8_t label = labeller ? labels[sample] : 0;
         const uint8_t *source = pixels + sample * features;
         float *destination = x + (size_t)row * features;
         if (QUADS) {
@@ -39,7 +43,7 @@ __global__ void gather_normalize_kernel(const uint8_t *pixels, const uint8_t *la
         } else {
             for (int f = first; f < features; f += stride) destination[f] = source[f] * scale + shift;
         }
-        if (blockIdx.x == 0 && threadIdx.x == 0) y[row] = labels[sample];
+        if (labeller) y[row] = label;
     }
 }
 
