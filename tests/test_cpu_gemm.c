@@ -87,25 +87,12 @@ static padded_matrix padded_random(rng *r, int rows, int cols, int padding, int 
     return mat;
 }
 
-/* ‖c - ref‖_F / ‖ref‖_F over the m×n window (absolute when ref is all zero); NaN in c makes
- * the result NaN, which fails every "<= bound" comparison. */
-static double relative_error(const float *c, const double *ref, int m, int n, int ldc) {
-    double diff = 0.0, norm = 0.0;
-    for (int i = 0; i < m; i++) {
-        for (int j = 0; j < n; j++) {
-            size_t at = (size_t)i * ldc + j;
-            double d = (double)c[at] - ref[at];
-            diff += d * d;
-            norm += ref[at] * ref[at];
-        }
-    }
-    return norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
-}
-
-/* The same error relative to the size of what was added, ‖c − ref‖_F / ‖|product| + |bias|‖_F,
- * for a GEMM followed by a bias: the sum of the product and the bias can cancel to almost
- * nothing (seed 1795514329988259700: M = N = K = 1, 1.6e-5 relative to the sum), while each
- * float addition errs by at most 2^-24 of its operands. */
+/* ‖c − ref‖_F / ‖|product| + |bias|‖_F over the m×n window (absolute when that is zero), bias
+ * NULL for none: the error relative to the size of what was added. For a GEMM followed by a bias
+ * that is not ‖ref‖: the product and the bias can cancel to almost nothing (seed
+ * 1795514329988259700: M = N = K = 1, 1.6e-5 relative to the sum), while each float addition
+ * errs by at most 2^-24 of its operands. NaN in c makes the result NaN, which fails every
+ * "<= bound" comparison. */
 static double error_relative_to_terms(const float *c, const double *ref, const double *product,
                                       const float *bias, int m, int n, int ldc) {
     double diff = 0.0, norm = 0.0;
@@ -118,6 +105,11 @@ static double error_relative_to_terms(const float *c, const double *ref, const d
         }
     }
     return norm > 0.0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+/* ‖c − ref‖_F / ‖ref‖_F: the same, for a result with nothing added after the product. */
+static double relative_error(const float *c, const double *ref, int m, int n, int ldc) {
+    return error_relative_to_terms(c, ref, ref, NULL, m, n, ldc);
 }
 
 static int count_nan_in_window(const float *c, int m, int n, int ldc) {
