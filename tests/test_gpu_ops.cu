@@ -2,6 +2,7 @@
  * inputs, odd shapes (1, 17, 1000, not only multiples of a tile), device outputs poisoned with
  * NaN before each launch so an element a kernel forgets to write fails the comparison.
  * Exits 77 (skipped) where there is no GPU. */
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -212,6 +213,15 @@ void check_gemm(const gemm_impl &impl, const gemm_problem &p) {
           error, outside_intact ? "" : ", wrote outside C");
 }
 
+/* MLP_TEST_SHAPES=small or tiny: only GEMMs of up to 20M or 5M multiply-adds (M·N·K), for
+ * compute-sanitizer, which is slow (racecheck on the small ones took over 420 s). */
+long largest_gemm_volume() {
+    const char *shapes = std::getenv("MLP_TEST_SHAPES");
+    if (shapes && std::strcmp(shapes, "small") == 0) return 20000000L;
+    if (shapes && std::strcmp(shapes, "tiny") == 0) return 5000000L;
+    return LONG_MAX;
+}
+
 void check_gemms() {
     const gemm_case cases[] = {
         {1, 1, 1, 0, 0},        {2, 3, 4, 0, 0},        {17, 33, 65, 0, 0},     {1000, 3, 7, 0, 0},
@@ -223,12 +233,10 @@ void check_gemms() {
         /* long K over a small output: what split-K is for */
         {10, 7, 4099, 0, 0},    {33, 65, 2001, 1, 1},
     };
-    /* MLP_TEST_SHAPES=small: skip the large shapes (for compute-sanitizer, which is slow) */
-    const char *shapes = std::getenv("MLP_TEST_SHAPES");
-    bool small_only = shapes && std::strcmp(shapes, "small") == 0;
+    long largest = largest_gemm_volume();
     for (const gemm_case &g : cases) {
         long volume = (long)g.m * g.n * g.k;
-        if (small_only && volume > 20000000L) continue;
+        if (volume > largest) continue;
         for (int t = 0; t < 4; t++)
             for (bool accumulate : {false, true}) {
                 gemm_problem problem = make_gemm_problem(t & 1, t & 2, g, accumulate);
@@ -246,8 +254,9 @@ void check_gemms() {
 void check_gemm_epilogues() {
     const gemm_case cases[] = {{1, 1, 1, 0, 0}, {17, 10, 33, 3, 0}, {10, 7, 4099, 0, 0},
                                {512, 256, 784, 0, 0}, {130, 66, 34, 2, 0}};
+    long largest = largest_gemm_volume();
     for (const gemm_case &g : cases)
-        for (int kind = 0; kind < 3; kind++) {
+        for (int kind = 0; kind < 3 && (long)g.m * g.n * g.k <= largest; kind++) {
             int ldc = g.n + g.pad;
             std::vector<float> a = random_floats((size_t)g.m * g.k, -1, 1);
             std::vector<float> b = random_floats((size_t)g.k * g.n, -1, 1);
@@ -602,9 +611,8 @@ void check_gather(int rows, int features) {
           "gather_normalize %d rows of %d without indices: off by %.3g or labels differ", rows, features, error);
 }
 
-void check_all() {
-    check_gemms();
-    check_gemm_epilogues();
+/* Everything but the GEMMs and the output layer. */
+void check_other_ops() {
     check_bias_activation();
     check_relu_backward();
     for (int rows : ROWS)
@@ -612,12 +620,32 @@ void check_all() {
     check_softmax(1000, 10, 50.0f);
     check_softmax_without_outputs();
     check_softmax_extremes();
-    check_output_layers();
     check_column_sums();
     check_sum();
     check_optimizers();
     for (int rows : ROWS)
         for (int features : {1, 17, 20, 784}) check_gather(rows, features);
+}
+
+/* The test in parts, which MLP_TEST_PART picks one of (compute-sanitizer's racecheck is slow:
+ * tools/device_run.sh runs the parts side by side); unset or "all": every part. */
+const struct {
+    const char *name;
+    void (*check)();
+} PARTS[] = {{"gemm", check_gemms},
+             {"gemm_epilogue", check_gemm_epilogues},
+             {"output_layer", check_output_layers},
+             {"other", check_other_ops}};
+
+/* False if `part` names none of PARTS (nor "all"). */
+bool check_parts(const char *part) {
+    bool all = !part || std::strcmp(part, "all") == 0, found = all;
+    for (const auto &p : PARTS)
+        if (all || std::strcmp(part, p.name) == 0) {
+            p.check();
+            found = true;
+        }
+    return found;
 }
 
 } // namespace
@@ -634,10 +662,9 @@ int main() {
     workspace = {nullptr, GPU_GEMM_WORKSPACE_FLOATS};
     CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));
     softmax_scratch = gpu_softmax_scratch_create();
-    /* MLP_TEST_PART=output_layer: only the output layer (compute-sanitizer racecheck is slow) */
     const char *part = std::getenv("MLP_TEST_PART");
-    if (part && std::strcmp(part, "output_layer") == 0) check_output_layers();
-    else check_all();
+    CHECK(check_parts(part), "MLP_TEST_PART=%s: no such part (gemm, gemm_epilogue, output_layer, other, all)",
+          part);
     cublas_gemm_handle_destroy(cublas);
     CUDA_CHECK(cudaFree(workspace.data));
     gpu_softmax_scratch_destroy(softmax_scratch);

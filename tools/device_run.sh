@@ -7,7 +7,9 @@
 #   build     configure and build build-device/ (Release, native CPU code, CUDA for this GPU)
 #   test      every CTest test (CPU and GPU)
 #   gputest   the GPU's CTest tests alone (label gpu; CI runs the CPU's)
-#   sanitize  compute-sanitizer memcheck, racecheck and initcheck on the GPU test programs
+#   sanitize  compute-sanitizer memcheck, racecheck and initcheck on the GPU test programs, side by
+#             side (SANITIZE_TOOLS="racecheck" runs one tool; the memcheck runs of mlp_train come
+#             with memcheck)
 #   fused     the fused kernel under compute-sanitizer: its test (memcheck, racecheck), and
 #             memcheck on a whole pass of mlp_train --impl fused (4 units a block, many stages)
 #   ncu       Nsight Compute on the first steps' kernels, selected by NVTX range
@@ -28,6 +30,7 @@
 #   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU (tools/compare.py)
 #   threads   the CPU thread-scaling study (docs/performance.md): the machine (cores, SMT, caches,
 #             OpenBLAS builds), GEMM GFLOP/s at 1 and all threads (2048^3 and the MLP's shapes),
+#             a tiled step's operations in sequence and alone (cpu_step_ops, 2 and all threads),
 #             then each CPU implementation at 1, 2, 4, 8, 16 threads (batch 512, 4 epochs,
 #             median of the last 3) with the --profile split and the Amdahl fit, PyTorch at 1
 #             and all threads (tools/thread_scaling.py); about 2 minutes on 16 cores
@@ -88,31 +91,60 @@ stage_test() {
 
 stage_gputest() { stage_test -L gpu; }
 
+# One compute-sanitizer run in the background: NAME TOOL COMMAND...; its log is
+# $out/sanitize_NAME.log, its exit status $out/sanitize_NAME.status (124: stopped after
+# $SANITIZE_LIMIT_S seconds, default 470, so that the stage reports within a 10-minute call). The
+# environment of the call (MLP_TEST_PART, MLP_TEST_SHAPES) goes with it.
+start_sanitizer() {
+    local name=$1 tool=$2
+    shift 2
+    (timeout "${SANITIZE_LIMIT_S:-470}" compute-sanitizer --tool "$tool" --error-exitcode 99 "$@" \
+        >"$out/sanitize_$name.log" 2>&1
+     echo $? >"$out/sanitize_$name.status") &
+}
+
+# compute-sanitizer is slow (one run after another, the stage took more than 450 s), and each
+# run keeps one CPU core busy with the GPU mostly idle: the runs go side by side, then their
+# results are read in order.
 stage_sanitize() {
-    local status=0
-    for tool in memcheck racecheck initcheck; do
+    local tools=" ${SANITIZE_TOOLS:-memcheck racecheck initcheck} " tool test part names=()
+    for tool in $tools; do
         for test in test_gpu_ops test_gpu_training test_gpu_kernels; do
-            local part=all
+            part=all
             [ "$tool" = racecheck ] && [ "$test" = test_gpu_training ] && part=fused # the rest: same kernels as test_gpu_ops
             [ "$tool" = initcheck ] && [ "$test" = test_gpu_kernels ] && continue # inputs all uploaded
-            MLP_TEST_PART=$part MLP_TEST_SHAPES=small compute-sanitizer --tool $tool --error-exitcode 99 "$build/$test" \
-                >"$out/sanitize_${tool}_$test.log" 2>&1
-            local s=$?
-            echo "compute-sanitizer $tool $test: exit $s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_${tool}_$test.log" | tail -1)"
-            [ $s -eq 0 ] || { status=1; grep -m 20 -E '=========' "$out/sanitize_${tool}_$test.log"; }
+            if [ "$tool" = racecheck ] && [ "$test" = test_gpu_ops ]; then # over 470 s whole, and its
+                # GEMMs alone over 420 s on the small shapes: the tiny ones there
+                for part in gemm gemm_epilogue output_layer other; do
+                    MLP_TEST_PART=$part MLP_TEST_SHAPES=tiny start_sanitizer "${tool}_${test}_$part" "$tool" "$build/$test"
+                    names+=("${tool}_${test}_$part")
+                done
+                continue
+            fi
+            MLP_TEST_PART=$part MLP_TEST_SHAPES=small start_sanitizer "${tool}_$test" "$tool" "$build/$test"
+            names+=("${tool}_$test")
         done
     done
-    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl tiled --data host --overlap \
-        --data "$data" --epochs 1 --batch 1000 --quiet >"$out/sanitize_mlp_train.log" 2>&1
-    local s=$?
-    echo "compute-sanitizer memcheck mlp_train --impl tiled --data host --overlap: exit $s; $(grep 'ERROR SUMMARY' "$out/sanitize_mlp_train.log")"
-    [ $s -eq 0 ] || status=1
-    # BF16: the operands rounded into the reserved workspace, inside recorded steps
-    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl tiled --precision bf16 \
-        --data "$data" --epochs 1 --batch 1000 --quiet >"$out/sanitize_mlp_train_bf16.log" 2>&1
-    s=$?
-    echo "compute-sanitizer memcheck mlp_train --impl tiled --precision bf16: exit $s; $(grep 'ERROR SUMMARY' "$out/sanitize_mlp_train_bf16.log")"
-    [ $s -eq 0 ] || status=1
+    if [[ "$tools" == *" memcheck "* ]]; then
+        start_sanitizer mlp_train memcheck "$mlp" --device gpu --impl tiled --data host --overlap \
+            --data "$data" --epochs 1 --batch 1000 --quiet
+        # BF16: the operands rounded into the reserved workspace, inside recorded steps
+        start_sanitizer mlp_train_bf16 memcheck "$mlp" --device gpu --impl tiled --precision bf16 \
+            --data "$data" --epochs 1 --batch 1000 --quiet
+        names+=(mlp_train mlp_train_bf16)
+    fi
+    wait
+    report_sanitizers "${names[@]}"
+}
+
+# The results of the background runs named, in order; fails if any did.
+report_sanitizers() {
+    local status=0 name s
+    for name in "$@"; do
+        s=$(cat "$out/sanitize_$name.status" 2>/dev/null || echo missing)
+        echo "compute-sanitizer $name: exit $s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize_$name.log" | tail -1)"
+        [ "$s" = 0 ] || { status=1; grep -m 20 -E '=========' "$out/sanitize_$name.log"; }
+    done
     return $status
 }
 
@@ -332,6 +364,11 @@ stage_threads() {
             --csv "$out/threads_gemm_mlp_$t.csv" >"$out/threads_gemm_mlp_$t.txt" 2>&1 || status=1
         echo "== GEMM, $t thread(s)"
         grep -hE '2048x2048x2048|b512' "$out/threads_gemm_2048_$t.txt" "$out/threads_gemm_mlp_$t.txt"
+    done
+    # each operation of a tiled step in sequence and alone: what running between the others costs
+    for t in 2 "$all"; do
+        "$build/cpu_step_ops" --threads "$t" | tee "$out/threads_step_ops_$t.txt"
+        [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     done
     # naive is the i-k-j loop: a few seconds an epoch on one thread, so it runs at every count
     python3 tools/thread_scaling.py --mlp-train "$mlp" --data "$data" --threads "${threads[@]}" \

@@ -1,0 +1,205 @@
+/* cpu_step_ops: where a CPU tiled training step's time goes, operation by operation, and how
+ * much of it is the operations' own work.
+ *
+ * A step of the default model (784-256-10, SGD) is five OpenMP operations: the batch gather,
+ * the layer-1 forward GEMM (bias and ReLU fused), the output layer (one region), the layer-1
+ * weight-gradient GEMM and the update. This program runs them as the trainer does, one after
+ * another on synthetic data of MNIST's size, and times each; then it times each again alone,
+ * repeated back to back on the same data. The difference is what an operation pays for running
+ * between the others: its data was last written by other threads (or other cores' caches hold
+ * copies it must invalidate), where alone it is already in this thread's cache. Figures are
+ * medians in µs over the steps; docs/performance.md reads them.
+ *
+ * Usage: cpu_step_ops [--threads N] [--batch B] [--steps S] */
+#define _POSIX_C_SOURCE 200809L
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_gemm.h"
+#include "cpu_ops.h"
+#include "cpu_output_layer.h"
+#include "rng.h"
+#include "wall_clock.h"
+
+enum { SAMPLES = 60000, FEATURES = 784, HIDDEN = 256, CLASSES = 10, OPERATIONS = 5 };
+
+static const char *const OPERATION_NAMES[OPERATIONS] = {"gather", "forward GEMM", "output layer",
+                                                        "weight-gradient GEMM", "SGD update"};
+
+typedef struct {
+    int batch, steps;
+    uint8_t *pixels, *labels, *batch_labels;
+    int32_t *order;
+    float *params, *grads, *velocity; /* W1 | b1 | W2 | b2, as model.c lays them out */
+    size_t param_count;
+    float *x, *hidden, *hidden_delta, *scratch, *row_loss, *row_correct;
+} step_data;
+
+static void *allocate(size_t bytes) {
+    void *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) {
+        fprintf(stderr, "cpu_step_ops: out of memory (%zu bytes)\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+static step_data step_data_create(int batch, int steps) {
+    step_data d = {.batch = batch, .steps = steps};
+    rng r = rng_create(42, 0);
+    d.pixels = allocate((size_t)SAMPLES * FEATURES);
+    for (size_t i = 0; i < (size_t)SAMPLES * FEATURES; i++)
+        d.pixels[i] = (uint8_t)(rng_below(&r, 5) == 0 ? rng_below(&r, 256) : 0); /* ~80% zero */
+    d.labels = allocate(SAMPLES);
+    for (int i = 0; i < SAMPLES; i++) d.labels[i] = (uint8_t)rng_below(&r, CLASSES);
+    d.order = allocate(sizeof(int32_t) * SAMPLES);
+    rng_permutation(&r, d.order, SAMPLES);
+    d.batch_labels = allocate((size_t)batch);
+    d.param_count = (size_t)FEATURES * HIDDEN + HIDDEN + (size_t)HIDDEN * CLASSES + CLASSES;
+    d.params = allocate(d.param_count * sizeof(float));
+    d.grads = allocate(d.param_count * sizeof(float));
+    d.velocity = allocate(d.param_count * sizeof(float));
+    for (size_t i = 0; i < d.param_count; i++) {
+        d.params[i] = rng_uniform_range(&r, -0.05f, 0.05f);
+        d.grads[i] = d.velocity[i] = 0.0f;
+    }
+    d.x = allocate(sizeof(float) * batch * FEATURES);
+    d.hidden = allocate(sizeof(float) * batch * HIDDEN);
+    d.hidden_delta = allocate(sizeof(float) * batch * HIDDEN);
+    d.scratch = allocate(sizeof(float) * cpu_output_layer_scratch_floats(batch, HIDDEN, CLASSES));
+    d.row_loss = allocate(sizeof(float) * batch);
+    d.row_correct = allocate(sizeof(float) * batch);
+    return d;
+}
+
+static void step_data_free(step_data *d) {
+    void *buffers[] = {d->pixels, d->labels, d->batch_labels, d->order, d->params, d->grads,
+                       d->velocity, d->x, d->hidden, d->hidden_delta, d->scratch, d->row_loss,
+                       d->row_correct};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) free(buffers[i]);
+}
+
+/* Operation `op` of step `step` (the batch of that step of an epoch's order). */
+static void run_operation(step_data *d, int op, int step) {
+    float *w1 = d->params, *b1 = w1 + FEATURES * HIDDEN, *w2 = b1 + HIDDEN, *b2 = w2 + HIDDEN * CLASSES;
+    float *dw1 = d->grads, *db1 = dw1 + FEATURES * HIDDEN, *dw2 = db1 + HIDDEN, *db2 = dw2 + HIDDEN * CLASSES;
+    int B = d->batch, first = step % (SAMPLES / B) * B;
+    switch (op) {
+    case 0:
+        cpu_gather_normalize(d->pixels, d->labels, d->order + first, B, FEATURES, 1.0f / 255, 0.0f,
+                             d->x, d->batch_labels);
+        break;
+    case 1: {
+        gemm_epilogue bias_relu = {b1, true, NULL};
+        cpu_gemm_tiled_fused(false, false, B, HIDDEN, FEATURES, 1.0f, d->x, FEATURES, w1, HIDDEN,
+                             0.0f, d->hidden, HIDDEN, &bias_relu);
+        break;
+    }
+    case 2: {
+        output_layer_step s = {.hidden = d->hidden, .weights = w2, .bias = b2,
+                               .labels = d->batch_labels, .rows = B, .in = HIDDEN,
+                               .classes = CLASSES, .grad_scale = 1.0f / B, .weight_grad = dw2,
+                               .bias_grad = db2, .hidden_delta = d->hidden_delta,
+                               .hidden_bias_grad = db1, .row_loss = d->row_loss,
+                               .row_correct = d->row_correct, .cursor = NULL};
+        cpu_output_layer(&s, d->scratch);
+        break;
+    }
+    case 3:
+        cpu_gemm_tiled(true, false, FEATURES, HIDDEN, B, 1.0f, d->x, FEATURES, d->hidden_delta,
+                       HIDDEN, 0.0f, dw1, HIDDEN);
+        break;
+    default:
+        cpu_sgd_momentum_step(d->params, d->velocity, d->grads, d->param_count, 0.01f, 0.9f);
+    }
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_us(double *seconds, int n) {
+    qsort(seconds, (size_t)n, sizeof *seconds, compare_doubles);
+    return 1e6 * seconds[n / 2];
+}
+
+/* Fills in_sequence[op][step] (the steps as the trainer runs them, after one untimed round)
+ * and alone[op][step] (each operation repeated on its own). */
+static void measure(step_data *d, double *in_sequence, double *alone, double *step_seconds) {
+    for (int round = 0; round < 2; round++)
+        for (int step = 0; step < d->steps; step++) {
+            double step_start = wall_seconds();
+            for (int op = 0; op < OPERATIONS; op++) {
+                double start = wall_seconds();
+                run_operation(d, op, step);
+                in_sequence[op * d->steps + step] = wall_seconds() - start;
+            }
+            step_seconds[step] = wall_seconds() - step_start;
+        }
+    for (int op = 0; op < OPERATIONS; op++)
+        for (int step = 0; step < d->steps; step++) {
+            double start = wall_seconds();
+            run_operation(d, op, op == 0 ? step : 0); /* the gather's rows differ step to step */
+            alone[op * d->steps + step] = wall_seconds() - start;
+        }
+}
+
+static int usage(const char *message) {
+    fprintf(stderr, "cpu_step_ops: %s\nUsage: cpu_step_ops [--threads N] [--batch B] [--steps S]\n",
+            message);
+    return 2;
+}
+
+static bool parse_count(const char *text, int low, int high, int *out) {
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || v < low || v > high) return false;
+    *out = (int)v;
+    return true;
+}
+
+int main(int argc, char **argv) {
+    int threads = omp_get_max_threads(), batch = 512, steps = 117;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            printf("Usage: cpu_step_ops [--threads N] [--batch B] [--steps S]\n"
+                   "Times each operation of a CPU tiled training step (784-256-10, SGD) in\n"
+                   "sequence and alone; medians in µs (docs/performance.md).\n"
+                   "Defaults: all cores, batch 512, 117 steps (one epoch of 60000 samples).\n");
+            return 0;
+        }
+        int *target = strcmp(argv[i], "--threads") == 0 ? &threads
+                      : strcmp(argv[i], "--batch") == 0 ? &batch
+                      : strcmp(argv[i], "--steps") == 0 ? &steps
+                      : NULL;
+        if (!target) return usage("unknown option");
+        if (i + 1 == argc || !parse_count(argv[++i], 1, target == &batch ? SAMPLES : 100000, target))
+            return usage("--threads, --batch and --steps want a positive whole number (batch at most 60000)");
+    }
+    omp_set_num_threads(threads);
+    step_data d = step_data_create(batch, steps);
+    double *in_sequence = allocate(sizeof(double) * OPERATIONS * steps);
+    double *alone = allocate(sizeof(double) * OPERATIONS * steps);
+    double *step_seconds = allocate(sizeof(double) * steps);
+    measure(&d, in_sequence, alone, step_seconds);
+    printf("cpu_step_ops: %d threads, batch %d, %d steps; median µs\n", threads, batch, steps);
+    printf("%-22s %12s %10s %10s\n", "operation", "in sequence", "alone", "ratio");
+    double sum_sequence = 0, sum_alone = 0;
+    for (int op = 0; op < OPERATIONS; op++) {
+        double s = median_us(in_sequence + op * steps, steps), a = median_us(alone + op * steps, steps);
+        sum_sequence += s;
+        sum_alone += a;
+        printf("%-22s %12.1f %10.1f %9.2fx\n", OPERATION_NAMES[op], s, a, s / a);
+    }
+    printf("%-22s %12.1f %10.1f %9.2fx\n", "sum", sum_sequence, sum_alone, sum_sequence / sum_alone);
+    printf("step (median)          %12.1f\n", median_us(step_seconds, steps));
+    free(in_sequence);
+    free(alone);
+    free(step_seconds);
+    step_data_free(&d);
+    return 0;
+}
