@@ -24,7 +24,10 @@
 #include "rng.h"
 #include "wall_clock.h"
 
-enum { SAMPLES = 60000, FEATURES = 784, HIDDEN = 256, CLASSES = 10, OPERATIONS = 5 };
+enum { SAMPLES = 60000, FEATURES = 784, HIDDEN = 256, CLASSES = 10 };
+
+/* The operations of a step, in the trainer's order. */
+enum { GATHER, FORWARD_GEMM, OUTPUT_LAYER, WEIGHT_GRADIENT_GEMM, UPDATE, OPERATIONS };
 
 static const char *const OPERATION_NAMES[OPERATIONS] = {"gather", "forward GEMM", "output layer",
                                                         "weight-gradient GEMM", "SGD update"};
@@ -88,17 +91,17 @@ static void run_operation(step_data *d, int op, int step) {
     float *dw1 = d->grads, *db1 = dw1 + FEATURES * HIDDEN, *dw2 = db1 + HIDDEN, *db2 = dw2 + HIDDEN * CLASSES;
     int B = d->batch, first = step % (SAMPLES / B) * B;
     switch (op) {
-    case 0:
+    case GATHER:
         cpu_gather_normalize(d->pixels, d->labels, d->order + first, B, FEATURES, 1.0f / 255, 0.0f,
                              d->x, d->batch_labels);
         break;
-    case 1: {
+    case FORWARD_GEMM: {
         gemm_epilogue bias_relu = {b1, true, NULL};
         cpu_gemm_tiled_fused(false, false, B, HIDDEN, FEATURES, 1.0f, d->x, FEATURES, w1, HIDDEN,
                              0.0f, d->hidden, HIDDEN, &bias_relu);
         break;
     }
-    case 2: {
+    case OUTPUT_LAYER: {
         output_layer_step s = {.hidden = d->hidden, .weights = w2, .bias = b2,
                                .labels = d->batch_labels, .rows = B, .in = HIDDEN,
                                .classes = CLASSES, .grad_scale = 1.0f / B, .weight_grad = dw2,
@@ -108,11 +111,11 @@ static void run_operation(step_data *d, int op, int step) {
         cpu_output_layer(&s, d->scratch);
         break;
     }
-    case 3:
+    case WEIGHT_GRADIENT_GEMM:
         cpu_gemm_tiled(true, false, FEATURES, HIDDEN, B, 1.0f, d->x, FEATURES, d->hidden_delta,
                        HIDDEN, 0.0f, dw1, HIDDEN);
         break;
-    default:
+    case UPDATE:
         cpu_sgd_momentum_step(d->params, d->velocity, d->grads, d->param_count, 0.01f, 0.9f);
     }
 }
@@ -143,7 +146,7 @@ static void measure(step_data *d, double *in_sequence, double *alone, double *st
     for (int op = 0; op < OPERATIONS; op++)
         for (int step = 0; step < d->steps; step++) {
             double start = wall_seconds();
-            run_operation(d, op, op == 0 ? step : 0); /* the gather's rows differ step to step */
+            run_operation(d, op, op == GATHER ? step : 0); /* the gather's rows differ step to step */
             alone[op * d->steps + step] = wall_seconds() - start;
         }
 }
