@@ -21,6 +21,7 @@
 #include "cpu_gemm.h"
 #include "cpu_ops.h"
 #include "cpu_output_layer.h"
+#include "model.h"
 #include "rng.h"
 #include "wall_clock.h"
 
@@ -36,8 +37,8 @@ typedef struct {
     int batch, steps;
     uint8_t *pixels, *labels, *batch_labels;
     int32_t *order;
-    float *params, *grads, *velocity; /* W1 | b1 | W2 | b2, as model.c lays them out */
-    size_t param_count;
+    mlp_shape shape; /* 784-256-10: where W1, b1, W2 and b2 lie in params and grads */
+    float *params, *grads, *velocity;
     float *x, *hidden, *hidden_delta, *scratch, *row_loss, *row_correct;
 } step_data;
 
@@ -61,14 +62,17 @@ static step_data step_data_create(int batch, int steps) {
     d.order = allocate(sizeof(int32_t) * SAMPLES);
     rng_permutation(&r, d.order, SAMPLES);
     d.batch_labels = allocate((size_t)batch);
-    d.param_count = (size_t)FEATURES * HIDDEN + HIDDEN + (size_t)HIDDEN * CLASSES + CLASSES;
-    d.params = allocate(d.param_count * sizeof(float));
-    d.grads = allocate(d.param_count * sizeof(float));
-    d.velocity = allocate(d.param_count * sizeof(float));
-    for (size_t i = 0; i < d.param_count; i++) {
-        d.params[i] = rng_uniform_range(&r, -0.05f, 0.05f);
-        d.grads[i] = d.velocity[i] = 0.0f;
+    char err[128];
+    if (!mlp_shape_make(&d.shape, FEATURES, (const int[]){HIDDEN}, 1, CLASSES, err, sizeof err)) {
+        fprintf(stderr, "cpu_step_ops: %s\n", err);
+        exit(1);
     }
+    size_t count = d.shape.param_count;
+    d.params = allocate(count * sizeof(float));
+    d.grads = allocate(count * sizeof(float));
+    d.velocity = allocate(count * sizeof(float));
+    mlp_init_parameters(&d.shape, 42, d.params);
+    for (size_t i = 0; i < count; i++) d.grads[i] = d.velocity[i] = 0.0f;
     d.x = allocate(sizeof(float) * batch * FEATURES);
     d.hidden = allocate(sizeof(float) * batch * HIDDEN);
     d.hidden_delta = allocate(sizeof(float) * batch * HIDDEN);
@@ -87,8 +91,11 @@ static void step_data_free(step_data *d) {
 
 /* Operation `op` of step `step` (the batch of that step of an epoch's order). */
 static void run_operation(step_data *d, int op, int step) {
-    float *w1 = d->params, *b1 = w1 + FEATURES * HIDDEN, *w2 = b1 + HIDDEN, *b2 = w2 + HIDDEN * CLASSES;
-    float *dw1 = d->grads, *db1 = dw1 + FEATURES * HIDDEN, *dw2 = db1 + HIDDEN, *db2 = dw2 + HIDDEN * CLASSES;
+    const mlp_shape *s = &d->shape;
+    float *w1 = d->params + s->weight_offset[0], *b1 = d->params + s->bias_offset[0];
+    float *w2 = d->params + s->weight_offset[1], *b2 = d->params + s->bias_offset[1];
+    float *dw1 = d->grads + s->weight_offset[0], *db1 = d->grads + s->bias_offset[0];
+    float *dw2 = d->grads + s->weight_offset[1], *db2 = d->grads + s->bias_offset[1];
     int B = d->batch, first = step % (SAMPLES / B) * B;
     switch (op) {
     case GATHER:
@@ -102,13 +109,13 @@ static void run_operation(step_data *d, int op, int step) {
         break;
     }
     case OUTPUT_LAYER: {
-        output_layer_step s = {.hidden = d->hidden, .weights = w2, .bias = b2,
+        output_layer_step step_args = {.hidden = d->hidden, .weights = w2, .bias = b2,
                                .labels = d->batch_labels, .rows = B, .in = HIDDEN,
                                .classes = CLASSES, .grad_scale = 1.0f / B, .weight_grad = dw2,
                                .bias_grad = db2, .hidden_delta = d->hidden_delta,
                                .hidden_bias_grad = db1, .row_loss = d->row_loss,
                                .row_correct = d->row_correct, .cursor = NULL};
-        cpu_output_layer(&s, d->scratch);
+        cpu_output_layer(&step_args, d->scratch);
         break;
     }
     case WEIGHT_GRADIENT_GEMM:
@@ -116,7 +123,7 @@ static void run_operation(step_data *d, int op, int step) {
                        HIDDEN, 0.0f, dw1, HIDDEN);
         break;
     case UPDATE:
-        cpu_sgd_momentum_step(d->params, d->velocity, d->grads, d->param_count, 0.01f, 0.9f);
+        cpu_sgd_momentum_step(d->params, d->velocity, d->grads, s->param_count, 0.01f, 0.9f);
     }
 }
 
