@@ -78,6 +78,7 @@ void require_reserved(size_t needed, size_t reserved, const char *what, const ch
 
 /* A new device buffer of `bytes` in place of `old`, which the stream may still be reading. */
 void *replace_device_buffer(gpu_state *gpu, void *old, size_t bytes) {
+    gpu_join_output_sums(gpu);
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
     if (old) CUDA_CHECK(cudaFree(old));
     return gpu_alloc_or_exit(bytes);
@@ -169,12 +170,16 @@ void upload(backend *be, void *dst, const void *src, size_t bytes) {
 }
 
 void download(backend *be, void *dst, const void *src, size_t bytes) {
+    gpu_join_output_sums(gpu_of(be));
     cudaStream_t stream = gpu_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void synchronize(backend *be) { CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->stream)); }
+void synchronize(backend *be) {
+    gpu_join_output_sums(gpu_of(be));
+    CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->stream));
+}
 
 size_t memory_available(backend *be) {
     (void)be;
@@ -210,9 +215,17 @@ bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
     return true;
 }
 
+/* The sums of the rows' partials go on sums_stream, so that layer 1's weight gradient (which
+ * needs only hidden_delta) starts as soon as the rows are done; the update joins them. */
 void output_layer(backend *be, const output_layer_step *step) {
     gpu_state *gpu = gpu_of(be);
-    gpu_output_layer(gpu->stream, *step, gpu->output_layer_scratch); /* rows <= max_rows: model.c */
+    gpu_join_output_sums(gpu); /* the scratch is about to be rewritten */
+    gpu_output_layer_rows(gpu->stream, *step, gpu->output_layer_scratch); /* rows <= max_rows: model.c */
+    CUDA_CHECK(cudaEventRecord(gpu->rows_done, gpu->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(gpu->sums_stream, gpu->rows_done, 0));
+    gpu_output_layer_sums(gpu->sums_stream, *step, gpu->output_layer_scratch);
+    CUDA_CHECK(cudaEventRecord(gpu->sums_ready, gpu->sums_stream));
+    gpu->sums_pending = true;
 }
 
 void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
@@ -226,6 +239,7 @@ void sum(backend *be, const float *x, size_t n, float *result) {
 void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad, size_t n,
                        float lr, float momentum, pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
+    gpu_join_output_sums(gpu);
     gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum,
                           gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
@@ -233,6 +247,7 @@ void sgd_momentum_step(backend *be, float *param, float *velocity, const float *
 void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
                float lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
+    gpu_join_output_sums(gpu);
     gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps,
                   gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
@@ -259,6 +274,7 @@ timing_stamp *stamp_create(backend *be) {
 }
 
 void stamp_record(backend *be, timing_stamp *s) {
+    gpu_join_output_sums(gpu_of(be)); /* a phase's time includes its work on the side */
     CUDA_CHECK(cudaEventRecord(s->event, gpu_of(be)->stream));
 }
 
@@ -293,6 +309,7 @@ void record_begin(backend *be) {
 }
 
 recording *record_end(backend *be) {
+    gpu_join_output_sums(gpu_of(be)); /* a capture must end with every stream it forked joined */
     cudaGraph_t graph;
     CUDA_CHECK(cudaStreamEndCapture(gpu_of(be)->stream, &graph));
     recording *r = new recording;
@@ -311,6 +328,7 @@ void recording_destroy(backend *be, recording *r) {
 
 void destroy(backend *be) {
     gpu_state *gpu = gpu_of(be);
+    gpu_join_output_sums(gpu);
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
 #ifdef MLP_HAVE_NCCL
     if (gpu->nccl) gpu_nccl_leave(gpu->nccl);
@@ -324,6 +342,9 @@ void destroy(backend *be) {
     if (gpu->output_layer_scratch) CUDA_CHECK(cudaFree(gpu->output_layer_scratch));
     gpu_softmax_scratch_destroy(gpu->softmax_scratch);
     CUDA_CHECK(cudaFree(gpu->update_blocks_done));
+    CUDA_CHECK(cudaEventDestroy(gpu->rows_done));
+    CUDA_CHECK(cudaEventDestroy(gpu->sums_ready));
+    CUDA_CHECK(cudaStreamDestroy(gpu->sums_stream));
     CUDA_CHECK(cudaStreamDestroy(gpu->stream));
     delete gpu;
     delete be;
@@ -410,6 +431,12 @@ void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
 
 } // namespace
 
+void gpu_join_output_sums(gpu_state *gpu) {
+    if (!gpu->sums_pending) return;
+    CUDA_CHECK(cudaStreamWaitEvent(gpu->stream, gpu->sums_ready, 0));
+    gpu->sums_pending = false;
+}
+
 void *gpu_alloc_or_exit(size_t bytes) {
     void *p = nullptr;
     cudaError_t status = cudaMalloc(&p, bytes ? bytes : 1);
@@ -459,6 +486,9 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
     cudaDeviceProp properties;
     CUDA_CHECK(cudaGetDeviceProperties(&properties, device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->sums_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&gpu->rows_done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&gpu->sums_ready, cudaEventDisableTiming));
     if (chosen->gemm[PRECISION_FP32] == gemm_cublas) {
         gpu->cublas = cublas_gemm_handle(gpu->stream);
         gpu->cublas_workspace = gpu_alloc_or_exit(CUBLAS_WORKSPACE_BYTES);

@@ -52,6 +52,7 @@ const char *last_error(ncclComm_t comm) {
 
 void all_reduce_sum(backend *be, float *data, size_t n) {
     gpu_state *gpu = gpu_of(be);
+    gpu_join_output_sums(gpu); /* the gradients include the output layer's sums */
     NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, gpu->stream),
                gpu->nccl->comm);
 }

@@ -11,7 +11,13 @@
 #include "kernels/gpu_kernels.h"
 
 struct gpu_state {
-    cudaStream_t stream;                /* every operation of the step runs on it, in order */
+    cudaStream_t stream;                /* every operation of the step runs on it, in order... */
+    /* ...but the output layer's sums of partials, which run on sums_stream beside layer 1's
+     * weight gradient (nothing reads them before the update): sums_ready marks their end, and
+     * sums_pending says that the stream has yet to wait for it (gpu_join_output_sums). */
+    cudaStream_t sums_stream;
+    cudaEvent_t rows_done, sums_ready;
+    bool sums_pending;
     cublasHandle_t cublas;              /* blas implementation only */
     void *cublas_workspace;             /* its workspace, fixed so that its calls can be recorded */
     gpu_gemm_workspace gemm_workspace;  /* tiled, --precision tf32 and bf16: split-K partial sums */
@@ -47,6 +53,11 @@ struct gpu_resident_data {
 };
 gpu_resident_data gpu_feed_resident_data(const batch_feed *feed);
 void gpu_feed_destroy(batch_feed *feed);
+
+/* Makes the stream wait for the output layer's sums, if they are still running beside it: before
+ * anything that reads the gradients (the update, an all-reduce, a download) and before a
+ * recording ends. */
+void gpu_join_output_sums(gpu_state *gpu);
 
 /* cudaMalloc that names the size when the device runs out. */
 void *gpu_alloc_or_exit(size_t bytes);

@@ -60,11 +60,13 @@ PYTHON
 if [ "$device" = gpu ]; then # a forced plan, split-K included, is verified like the kernels' own
     "$bench" gemm "${quick[@]}" --impl tiled,pipelined --sizes 17,100 --shape 64,40,300,TN --plan 64:3 \
         >/dev/null || fail "gemm --plan 64:3 failed"
+    "$bench" gemm "${quick[@]}" --impl pipelined --sizes 17,100 --shape 64,40,300,TN --plan 64x128:2 \
+        >/dev/null || fail "gemm --plan 64x128:2 failed"
 fi
 
 # usage errors: exit status 2
 for args in "gemm --impl nope" "maxpool --kernel 2 --padding 2" "dot --planes 3" "gemm --sizes 0" "nope" \
-    "gemm --plan 48:2" "gemm --plan 64:0" "dot --plan 64:2"; do
+    "gemm --plan 48:2" "gemm --plan 64:0" "dot --plan 64:2" "gemm --plan 64x48:2" "gemm --plan 64x128"; do
     status=0
     # shellcheck disable=SC2086
     "$bench" $args >/dev/null 2>&1 || status=$?

@@ -182,8 +182,8 @@ struct launch_args {
 
 void warptiled(const launch_args &x) { gpu_gemm_warptiled(FP32_ARGS); }
 void pipelined(const launch_args &x) { gpu_gemm_pipelined(FP32_ARGS); }
-template <int TILE, int SPLITS> void pipelined_plan(const launch_args &x) {
-    gpu_gemm_pipelined_with_plan(TILE, SPLITS, FP32_ARGS);
+template <int ROWS, int COLS, int SPLITS> void pipelined_plan(const launch_args &x) {
+    gpu_gemm_pipelined_with_plan(ROWS, COLS, SPLITS, FP32_ARGS);
 }
 void tf32(const launch_args &x) { gpu_gemm_tf32_mma(workspace, FP32_ARGS); }
 template <int SPLITS> void tf32_splits(const launch_args &x) {
@@ -217,15 +217,17 @@ struct rung {
  * a cluster of at most 8 blocks: asked for 12, it makes 8. */
 const rung RUNGS[] = {
     {"warptiled", AS_IS, warptiled},
-    {"pipelined(32, 3 K slices)", AS_IS, pipelined_plan<32, 3>},
-    {"pipelined(64)", AS_IS, pipelined_plan<64, 1>},
-    {"pipelined(128)", AS_IS, pipelined_plan<128, 1>},
-    {"pipelined(64, 5 K slices)", AS_IS, pipelined_plan<64, 5>},
-    {"pipelined(64, 8 K slices)", AS_IS, pipelined_plan<64, 8>},
-    {"pipelined(32, 12 K slices)", AS_IS, pipelined_plan<32, 12>},
-    {"pipelined(128, 3 K slices)", AS_IS, pipelined_plan<128, 3>},
-    {"pipelined(128×256)", AS_IS, pipelined_plan<256, 1>},
-    {"pipelined(128×256, 3 K slices)", AS_IS, pipelined_plan<256, 3>},
+    {"pipelined(32, 3 K slices)", AS_IS, pipelined_plan<32, 32, 3>},
+    {"pipelined(64)", AS_IS, pipelined_plan<64, 64, 1>},
+    {"pipelined(128)", AS_IS, pipelined_plan<128, 128, 1>},
+    {"pipelined(64, 5 K slices)", AS_IS, pipelined_plan<64, 64, 5>},
+    {"pipelined(64, 8 K slices)", AS_IS, pipelined_plan<64, 64, 8>},
+    {"pipelined(32, 12 K slices)", AS_IS, pipelined_plan<32, 32, 12>},
+    {"pipelined(128, 3 K slices)", AS_IS, pipelined_plan<128, 128, 3>},
+    {"pipelined(128×256)", AS_IS, pipelined_plan<128, 256, 1>},
+    {"pipelined(128×256, 3 K slices)", AS_IS, pipelined_plan<128, 256, 3>},
+    {"pipelined(64×128)", AS_IS, pipelined_plan<64, 128, 1>},
+    {"pipelined(64×128, 8 K slices)", AS_IS, pipelined_plan<64, 128, 8>},
     {"pipelined(auto)", AS_IS, pipelined},
     {"tf32_mma(1 K slice)", TF32, tf32_splits<1>},
     {"tf32_mma(3 K slices)", TF32, tf32_splits<3>},

@@ -94,8 +94,8 @@ template <int TILE, int SPLITS> void tiled_launcher(GPU_GEMM_ARGS, const gemm_ep
                              lda, b, ldb, beta, c, ldc, epilogue);
 }
 
-template <int TILE, int SPLITS> void pipelined_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gpu_gemm_pipelined_with_plan(TILE, SPLITS, stream, trans_a, trans_b, m, n, k, alpha,
+template <int ROWS, int COLS, int SPLITS> void pipelined_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    gpu_gemm_pipelined_with_plan(ROWS, COLS, SPLITS, stream, trans_a, trans_b, m, n, k, alpha,
                                  a, lda, b, ldb, beta, c, ldc, epilogue);
 }
 
@@ -120,8 +120,9 @@ const gemm_impl GEMMS[] = {{"naive", naive_launcher},
                            {"tiled(32, 3 K slices)", tiled_launcher<32, 3>},
                            {"tiled(64, 7 K slices)", tiled_launcher<64, 7>},
                            {"tiled(auto)", tiled_auto_launcher},
-                           {"pipelined(32, 3 K slices)", pipelined_launcher<32, 3>},
-                           {"pipelined(128)", pipelined_launcher<128, 1>},
+                           {"pipelined(32, 3 K slices)", pipelined_launcher<32, 32, 3>},
+                           {"pipelined(128)", pipelined_launcher<128, 128, 1>},
+                           {"pipelined(64×128, 3 K slices)", pipelined_launcher<64, 128, 3>},
                            {"pipelined(auto)", pipelined_auto_launcher},
                            {"cublas", cublas_launcher}};
 
@@ -232,6 +233,9 @@ void check_gemms() {
         {17, 17, 17, 3, 0},     {18, 22, 26, 2, 0},     {150, 138, 142, 2, 0},  {1001, 999, 9, 0, 0},
         /* long K over a small output: what split-K is for */
         {10, 7, 4099, 0, 0},    {33, 65, 2001, 1, 1},
+        /* deep K over fewer 64×64 tiles than an H200 has multiprocessors: pipelined(auto) takes
+         * 64×128 tiles in 2 and 8 K slices (layer 1 at batch 2048, off the tile grid) */
+        {2047, 255, 783, 0, 0}, {784, 255, 2049, 0, 0},
     };
     long largest = largest_gemm_volume();
     for (const gemm_case &g : cases) {
@@ -252,8 +256,8 @@ void check_gemms() {
  * (forward), a bias alone, and a ReLU mask (backward), on shapes that split K and that end off
  * the tile grid, with a row stride wider than C. */
 void check_gemm_epilogues() {
-    const gemm_case cases[] = {{1, 1, 1, 0, 0}, {17, 10, 33, 3, 0}, {10, 7, 4099, 0, 0},
-                               {512, 256, 784, 0, 0}, {130, 66, 34, 2, 0}};
+    const gemm_case cases[] = {{1, 1, 1, 0, 0},       {17, 10, 33, 3, 0},  {10, 7, 4099, 0, 0},
+                               {512, 256, 784, 0, 0}, {130, 66, 34, 2, 0}, {2047, 255, 783, 1, 0}};
     long largest = largest_gemm_volume();
     for (const gemm_case &g : cases)
         for (int kind = 0; kind < 3 && (long)g.m * g.n * g.k <= largest; kind++) {

@@ -232,21 +232,27 @@ stage_plans() { # the pipelined GEMM's tile and split-K choices on the MLP's lay
         shapes+=(--shape "$batch,256,784,NN" --shape "784,256,$batch,TN") # layer 1: forward, weight gradient
     done
     rm -f "$out"/plans_*.csv
-    for plan in own 32:1 32:2 32:4 32:8 64:1 64:2 64:3 64:4 64:6 64:9 128:1 128:2 128:4; do
+    for plan in own 32:1 32:2 32:4 32:8 64:1 64:2 64:3 64:4 64:6 64:9 64x128:1 64x128:2 64x128:4 64x128:8 \
+        128:1 128:2 128:4; do
         local forced=()
         [ $plan = own ] || forced=(--plan $plan)
         "$build/mlp_bench" gemm --device gpu --impl pipelined "${shapes[@]}" "${forced[@]}" --quiet \
-            --repeats 50 --csv "$out/plans_${plan/:/x}.csv" >/dev/null || { status=1; echo "plans: $plan failed"; }
+            --repeats 50 --csv "$out/plans_${plan/:/_}.csv" >/dev/null || { status=1; echo "plans: $plan failed"; }
     done
     python3 - "$out"/plans_*.csv <<'PY' | tee "$out/plans.md"
 import csv, sys
 times, plans = {}, []
 for path in sys.argv[1:]:
-    plan = path.rsplit("plans_", 1)[1][:-4].replace("x", ":")
+    plan = path.rsplit("plans_", 1)[1][:-4].replace("_", ":")
     plans.append(plan)
     for row in csv.DictReader(open(path)):
         times.setdefault(row["shape"], {})[plan] = float(row["median_ms"]) * 1000 if row["median_ms"] else None
-plans.sort(key=lambda p: (p != "own", [int(v) for v in p.split(":")] if p != "own" else []))
+def plan_key(plan): # "64:2" is 64x64:2
+    if plan == "own": return (0, [])
+    tile, splits = plan.split(":")
+    rows, cols = (tile.split("x") + [tile])[:2]
+    return (1, [int(rows), int(cols), int(splits)])
+plans.sort(key=plan_key)
 print("µs a product (median of 50), pipelined GEMM, each tile:splits forced (own: its choice)\n")
 print("| shape | " + " | ".join(plans) + " | best |\n|---|" + "---:|" * (len(plans) + 1))
 for shape, row in times.items():
@@ -297,10 +303,11 @@ stage_odd() {
         --batch 999 --epochs 1 --data "$data" --quiet >"$out/odd_sanitize.log" 2>&1 || status=1
     echo "compute-sanitizer memcheck, --impl tiled --hidden 17,3 --batch 999: $(grep 'ERROR SUMMARY' "$out/odd_sanitize.log")"
     # the pipelined GEMM's split-K sums its slices in a cluster's shared memory: a full cluster
-    # (8 slices), an odd one (3) and the MLP's own plans, under memcheck and racecheck
+    # (8 slices, of 64×64 and of 64×128 tiles), an odd one (3) and the MLP's own plans, under memcheck
+    # and racecheck
     local tool plan
     for tool in memcheck racecheck; do
-        for plan in 64:8 32:3 own; do
+        for plan in 64:8 32:3 64x128:8 own; do
             local forced=()
             [ $plan = own ] || forced=(--plan $plan)
             compute-sanitizer --tool $tool --error-exitcode 99 "$build/mlp_bench" gemm --device gpu \

@@ -21,15 +21,17 @@
 void gpu_gemm_warptiled(GPU_GEMM_ARGS);
 
 /* gemm_pipelined.cu: warp tiles fed by a 3-stage cp.async pipeline (the next tiles load while
- * the current one is multiplied), 128×256, 128×128, 64×64 or 32×32 block tiles by size,
+ * the current one is multiplied), 128×256, 128×128, 64×128, 64×64 or 32×32 block tiles by size,
  * split-K for small C through a thread block cluster (no workspace). Like gemm_tiled.cu it
  * applies an epilogue (src/backend.h) as it stores C; nullptr: none. The FP32 GEMM of
  * --impl tiled and fused (gpu_backend.cu). */
 void gpu_gemm_pipelined(GPU_GEMM_ARGS, const gemm_epilogue *epilogue = nullptr);
-/* The same with the block tile (32, 64 or 128 for that square, 256 for 128×256) and the number
- * of K slices forced (at most 8, a cluster): for tests. The 64×64 tile still picks its step
- * depth (16 or 32) for the slices it gets. */
-void gpu_gemm_pipelined_with_plan(int tile, int splits, GPU_GEMM_ARGS,
+/* The same with the block tile (tile_rows × tile_cols: 32×32, 64×64, 64×128, 128×128 or
+ * 128×256; gpu_gemm_pipelined_has_tile) and the number of K slices forced (at most 8, a
+ * cluster): for tests and mlp_bench --plan. The 64×64 tile still picks its step depth (16 or
+ * 32) for the slices it gets. */
+bool gpu_gemm_pipelined_has_tile(int tile_rows, int tile_cols);
+void gpu_gemm_pipelined_with_plan(int tile_rows, int tile_cols, int splits, GPU_GEMM_ARGS,
                                   const gemm_epilogue *epilogue = nullptr);
 
 /* gemm_tf32_mma.cu: tensor cores in TF32 (mma.sync m16n8k8, FP32 accumulate). A and B are FP32

@@ -25,8 +25,8 @@
  * per multiprocessor) for the largest products; 128×128 (256 threads, 8×8 per lane, two
  * blocks) when that gives every multiprocessor a block; else 64×64 (128 threads, 8×4 per
  * lane); and when even those are too few (the MLP's layers), split-K on 64×64, or on 32×32
- * (two warps) when M or N is under 64 (gpu_gemm_pipelined, at the end, has two measured
- * exceptions).
+ * (two warps) when M or N is under 64, or, where K is deep, on 64×128 (256 threads, 8×4 per
+ * lane); gpu_gemm_pipelined, at the end, has the rules and their measurements.
  *
  * Split-K here goes through a thread block cluster (Hopper), not through memory. The blocks of
  * one tile, one per K slice (grid z), are launched as one cluster of up to 8. Each multiplies
@@ -96,6 +96,10 @@ using wide_tile = tile_config<128, 256, 32, 3, 2, 4, 1>;  /* warp tile 64×64, 1
  * in steps of 16 than of 32 (layer 1's forward, K = 784 in 7 slices: 112 deep, against 128 in
  * steps of 32, 11.2 µs against 11.9 at batch 512 on an H200). */
 using small_thin_tile = tile_config<64, 64, 16, 4, 2, 2, 3>;
+/* 64×128 in 8 warps, 8×4 per lane: for products whose 64×64 tiles are fewer than the
+ * multiprocessors but deep in K (layer 1's at batch 2048), in a few deep slices, one 8-warp block
+ * per multiprocessor or two (gpu_gemm_pipelined has the measurements). */
+using medium_tile = tile_config<64, 128, 32, 3, 2, 4, 2>; /* warp tile 32×32, 8×4 per lane */
 
 /* Starts copying tile[kk][i] = X(i0 + i, k0 + kk), kk < BK, i < WIDTH (zero outside the
  * matrix), where X is op(A) (i: a row of C) or op(B)ᵀ (i: a column of C), stored with element
@@ -321,14 +325,16 @@ void run(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
 #undef GEMM_PIPELINED_LAUNCH
 }
 
-void run_tile(int tile, int forced_splits, const gemm_epilogue *epilogue, GPU_GEMM_ARGS) {
+void run_tile(int rows, int cols, int forced_splits, const gemm_epilogue *epilogue, GPU_GEMM_ARGS) {
     const gemm_epilogue e = epilogue ? *epilogue : gemm_epilogue{};
 #define GEMM_PIPELINED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
-    if (tile == 256) {
+    if (rows == 128 && cols == 256) {
         run<wide_tile>(split_for<wide_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
-    } else if (tile == 128) {
+    } else if (rows == 128) {
         run<large_tile>(split_for<large_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
-    } else if (tile == 64) { /* 16-deep steps where they make the slices shallower */
+    } else if (rows == 64 && cols == 128) {
+        run<medium_tile>(split_for<medium_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+    } else if (rows == 64) { /* 16-deep steps where they make the slices shallower */
         const gemm_k_split deep = split_for<small_tile>(forced_splits, m, n, k);
         const gemm_k_split thin = split_for<small_thin_tile>(forced_splits, m, n, k);
         if (thin.k_per_split < deep.k_per_split) run<small_thin_tile>(thin, e, GEMM_PIPELINED_ARGS);
@@ -339,34 +345,62 @@ void run_tile(int tile, int forced_splits, const gemm_epilogue *epilogue, GPU_GE
 #undef GEMM_PIPELINED_ARGS
 }
 
+/* The medium tile's K slices: the most (a power of two, at most MAX_SLICES) that keep every slice
+ * at least MEDIUM_MIN_SLICE deep and the grid within two blocks per multiprocessor; 0 where that
+ * grid would leave more than a tenth of the multiprocessors without a block. */
+constexpr int MEDIUM_MIN_SLICE = 256;
+int medium_tile_slices(int m, int n, int k, int sms) {
+    const long grid_tiles = (long)blocks_for(m, medium_tile::BM) * blocks_for(n, medium_tile::BN);
+    long slices = 1;
+    while (slices < MAX_SLICES && k / (2 * slices) >= MEDIUM_MIN_SLICE && grid_tiles * 2 * slices <= 2L * sms)
+        slices *= 2;
+    return 10 * grid_tiles * slices >= 9L * sms ? (int)slices : 0;
+}
+
 } // namespace
 
-void gpu_gemm_pipelined_with_plan(int tile, int splits, GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+bool gpu_gemm_pipelined_has_tile(int rows, int cols) {
+    return (rows == cols && (rows == 32 || rows == 64 || rows == 128)) || (rows == 64 && cols == 128) ||
+           (rows == 128 && cols == 256);
+}
+
+void gpu_gemm_pipelined_with_plan(int tile_rows, int tile_cols, int splits, GPU_GEMM_ARGS,
+                                  const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
-    if (tile != 32 && tile != 64 && tile != 128 && tile != 256) {
-        std::fprintf(stderr, "gpu_gemm_pipelined_with_plan: no tile %d (32, 64, 128 or 256)\n", tile);
+    if (!gpu_gemm_pipelined_has_tile(tile_rows, tile_cols)) {
+        std::fprintf(stderr, "gpu_gemm_pipelined_with_plan: no %d×%d tile (32×32, 64×64, 64×128, "
+                             "128×128 or 128×256)\n", tile_rows, tile_cols);
         std::exit(1);
     }
-    run_tile(tile, splits > 1 ? splits : 1, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_tile(tile_rows, tile_cols, splits > 1 ? splits : 1, epilogue, stream, trans_a, trans_b, m, n, k,
+             alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* The largest tile that still gives every multiprocessor a block, 128×256, 128×128 or 64×64;
  * failing that 64×64 with split-K, or 32×32 (16 deep) when M or N is under 64 or K under 32,
- * where a 64-wide or 32-deep tile would be mostly padding. Two exceptions, measured on an H200
- * (132 multiprocessors) with mlp_bench --plan (tools/device_run.sh plans, 2026-11-24):
+ * where a 64-wide or 32-deep tile would be mostly padding. Three exceptions, measured on an H200
+ * (132 multiprocessors; mlp_bench --plan, tools/device_run.sh plans, and graphs of back-to-back
+ * GEMMs, 2026-11-24):
+ * - Fewer 64×64 tiles than multiprocessors, but K deep enough for 64×128 tiles in slices of 256
+ *   or more to give nine tenths of them a block (medium_tile_slices): those. Layer 1 at batch
+ *   2048: the forward product (2048×256×784) 27.2 µs in 2 slices against 30.0 for 64×64
+ *   unsplit; the weight gradient (784×256×2048) 30.2 µs in 8 slices against 32.9 for 64×64 in 4
+ *   (cuBLAS: 24.8 and 26.0). Shallower slices lose: 2048×256×784 in 4 took 40.5 µs.
  * - 64×64 tiles for three quarters of the multiprocessors or more: no split-K. The sum costs
- *   as much as the idle multiprocessors (2048×256×784: 35.3 µs unsplit, 34.9 in 2, 40.4 in 3).
+ *   as much as the idle multiprocessors.
  * - K too short for more than 2 slices, and enough 32×32 tiles to go round: those, unsplit
  *   (784×256×64, layer 1's weight gradient at batch 64: 8.4 µs against 10.3 in 2 slices). */
 void gpu_gemm_pipelined(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (m == 0 || n == 0) return;
     const int sms = gemm_multiprocessor_count();
     const bool narrow = m < 64 || n < 64 || k < 32;
-    int tile, splits = 0; /* 0: as many K slices as the grid needs */
-    if (wide_tiles(m, n) >= sms) tile = 256;
-    else if (tiles(m, n, 128) >= sms) tile = 128;
-    else if (!narrow && 4 * tiles(m, n, 64) >= 3L * sms) tile = 64, splits = 1;
-    else if (k < 3 * MIN_SLICE && tiles(m, n, 32) >= sms) tile = 32, splits = 1;
-    else tile = narrow ? 32 : 64;
-    run_tile(tile, splits, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    int rows, cols, splits = 0; /* 0: as many K slices as the grid needs */
+    const int medium_slices = !narrow && tiles(m, n, 64) < sms ? medium_tile_slices(m, n, k, sms) : 0;
+    if (medium_slices > 0) rows = 64, cols = 128, splits = medium_slices;
+    else if (wide_tiles(m, n) >= sms) rows = 128, cols = 256;
+    else if (tiles(m, n, 128) >= sms) rows = cols = 128;
+    else if (!narrow && 4 * tiles(m, n, 64) >= 3L * sms) rows = cols = 64, splits = 1;
+    else if (k < 3 * MIN_SLICE && tiles(m, n, 32) >= sms) rows = cols = 32, splits = 1;
+    else rows = cols = narrow ? 32 : 64;
+    run_tile(rows, cols, splits, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

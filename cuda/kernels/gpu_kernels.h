@@ -70,6 +70,12 @@ constexpr int OUTPUT_LAYER_MAX_IN = 1024;
 bool gpu_output_layer_fits(int in, int classes);
 size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes);
 void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float *scratch);
+/* The same two launches on two streams: the rows (logits, loss, hidden_delta, the partial
+ * sums) on `stream`; the sums of the partials (weight_grad, bias_grad, hidden_bias_grad) on
+ * `sums_stream`, after the rows (the caller orders it so: an event). What comes next in the
+ * step (layer 1's weight gradient reads hidden_delta only) need not wait for the sums. */
+void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch);
+void gpu_output_layer_sums(cudaStream_t sums_stream, const output_layer_step &step, const float *scratch);
 
 /* cursor.cu: cursor->first_row += rows, cursor->optimizer_steps += 1, on the device. */
 void gpu_advance_cursor(cudaStream_t stream, pass_cursor *cursor, int rows);

@@ -16,7 +16,9 @@
  *     dh[r][k] = sum over c of dlogits[c]·W[k][c], 0 where h[r][k] <= 0, for the lane's k
  *   The block keeps its rows' h, dh and dlogits in shared memory; after a barrier its threads
  *   sum them over the block's rows into the block's plane of partial sums, laid out as
- *     [ dbh (H) | dW (H×C, dW[k][c] = sum over rows of h[r][k]·dlogits[r][c]) | db (C) ].
+ *     [ dbh (H) | dWᵀ (C×H, dWᵀ[c][k] = sum over rows of h[r][k]·dlogits[r][c]) | db (C) ]
+ *   dW is stored class by class so that a warp's stores (consecutive k) are coalesced: in W's own
+ *   order (k by k) each of a warp's stores touched 32 sectors of 32 bytes for 4 bytes apiece.
  *   At these sizes the kernel is a chain of latencies, not of arithmetic: its global loads are
  *   all issued before the first wait, and the small blocks spread a batch over many SMs.
  * Launch 2, sum_planes: each of those H + H·C + C outputs is the sum of the planes, added in
@@ -67,19 +69,33 @@ size_t row_shared_floats(int in, int classes) {
  * Padding classes have zero weights and bias -inf: logit -inf, probability 0, gradient 0. */
 
 /* W (H×C) into shared memory transposed, as wt (CLASSES rows of H, stride H + 1: wt[c][k] =
- * W[k][c]), so that the lanes' reads of one class (consecutive k) hit distinct banks, and so do
- * the copy's writes (consecutive c); the padding classes' rows are zero, and b gets -inf
- * padding up to the lane layout's classes. */
+ * W[k][c]), so that the lanes' reads of one class (consecutive k) hit distinct banks; the
+ * padding classes' rows are zero, and b gets -inf padding up to the lane layout's classes. The
+ * loads run along W as it lies in memory (coalesced), COPY_LOADS of them in flight a thread. */
 template <int CLASSES>
 __device__ void copy_layer(const output_layer_step &p, float *wt, float *bias) {
-    int H = p.in, C = p.classes;
-    for (int k = threadIdx.x; k < H; k += THREADS) { /* row k of W: its loads all in flight */
-        float v[CLASSES];
+    constexpr int COPY_LOADS = 16;
+    int H = p.in, C = p.classes, count = H * C;
+    /* element i = k·C + c; a step of THREADS elements moves k on by rows_per_step and c by
+     * classes_per_step (carrying into k), which spares a division per element */
+    const int rows_per_step = THREADS / C, classes_per_step = THREADS % C;
+    for (int first = threadIdx.x; first < count; first += COPY_LOADS * THREADS) {
+        float v[COPY_LOADS];
 #pragma unroll
-        for (int c = 0; c < CLASSES; c++) v[c] = c < C ? p.weights[k * C + c] : 0.0f;
+        for (int u = 0; u < COPY_LOADS; u++) {
+            int i = first + u * THREADS;
+            v[u] = i < count ? p.weights[i] : 0.0f;
+        }
+        int k = first / C, c = first % C;
 #pragma unroll
-        for (int c = 0; c < CLASSES; c++) wt[c * (H + 1) + k] = v[c];
+        for (int u = 0; u < COPY_LOADS; u++) {
+            if (first + u * THREADS < count) wt[c * (H + 1) + k] = v[u];
+            k += rows_per_step, c += classes_per_step;
+            if (c >= C) c -= C, k++;
+        }
     }
+    for (int i = threadIdx.x; i < (CLASSES - C) * H; i += THREADS) /* the padding classes */
+        wt[(C + i / H) * (H + 1) + i % H] = 0.0f;
     if (threadIdx.x < lane_classes(CLASSES))
         bias[threadIdx.x] = threadIdx.x < C ? p.bias[threadIdx.x] : -INFINITY;
 }
@@ -172,7 +188,7 @@ __device__ void output_row(const output_layer_step &p, const float *wt, const fl
     }
 }
 
-/* The block's plane of partial sums over its rows, [ dbh (H) | dW (H×C) | db (C) ]: a thread per
+/* The block's plane of partial sums over its rows, [ dbh (H) | dWᵀ (C×H) | db (C) ]: a thread per
  * hidden unit k, its C weight gradients in registers. */
 template <int CLASSES>
 __device__ void block_sums(int H, int C, const float *h_rows, const float *dh_rows,
@@ -191,7 +207,7 @@ __device__ void block_sums(int H, int C, const float *h_rows, const float *dh_ro
         plane[k] = dbh;
 #pragma unroll
         for (int c = 0; c < CLASSES; c++)
-            if (c < C) plane[H + k * C + c] = dw[c];
+            if (c < C) plane[H + c * H + k] = dw[c];
     }
     if (threadIdx.x < C) {
         float db = 0.0f;
@@ -241,13 +257,14 @@ __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
                         a.planes + (size_t)blockIdx.x * plane_floats(H, C));
 }
 
-/* out[o] = sum over b of planes[b][o], b in order; o indexes [ dbh | dW | db ]. A block takes 32
- * outputs; its warp g adds planes g, g + 32, ..., LOADS loads in flight; warp 0 then adds the
- * warps' sums in order. */
-constexpr int SUM_WARPS = 32;
+/* out[o] = sum over b of planes[b][o], in a fixed order; o indexes [ dbh | dWᵀ | db ]. A block
+ * takes 32 outputs; its warp g adds planes g, g + SUM_WARPS, ..., LOADS loads in flight; warp 0
+ * then adds the warps' sums in order. The blocks are small (8 warps, few registers) so that they
+ * fit beside the weight gradient's GEMM blocks, which run at the same time on the other stream. */
+constexpr int SUM_WARPS = 8;
 
 __global__ void __launch_bounds__(SUM_WARPS * 32) sum_planes(output_layer_step p, const float *planes, int blocks) {
-    constexpr int LOADS = 4;
+    constexpr int LOADS = 8;
     __shared__ float warp_totals[SUM_WARPS][32];
     wait_for_previous_kernel();
     int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -271,7 +288,7 @@ __global__ void __launch_bounds__(SUM_WARPS * 32) sum_planes(output_layer_step p
     total = 0.0f;
     for (int w = 0; w < SUM_WARPS; w++) total += warp_totals[w][lane];
     if (o < H) p.hidden_bias_grad[o] = total;
-    else if (o < H + H * C) p.weight_grad[o - H] = total;
+    else if (o < H + H * C) p.weight_grad[(o - H) % H * C + (o - H) / H] = total; /* dWᵀ[c][k] */
     else p.bias_grad[o - H - H * C] = total;
 }
 
@@ -288,12 +305,9 @@ void launch_classes(cudaStream_t stream, const row_args &a, int blocks, size_t s
     else launch_rows<CLASSES, OUTPUT_LAYER_MAX_IN / 32>(stream, a, blocks, shared);
 }
 
-} // namespace
+int row_blocks(const output_layer_step &step) { return (step.rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK; }
 
-size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes) {
-    size_t blocks = (size_t)(max_rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-    return blocks * plane_floats(in, classes);
-}
+} // namespace
 
 bool gpu_output_layer_fits(int in, int classes) {
     if (in < 1 || in > OUTPUT_LAYER_MAX_IN || classes < 1 || classes > MAX_CLASSES) return false;
@@ -303,18 +317,30 @@ bool gpu_output_layer_fits(int in, int classes) {
     return row_shared_floats(in, classes) * sizeof(float) <= (size_t)shared_limit;
 }
 
-void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float *scratch) {
-    int blocks = (step.rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes) {
+    size_t blocks = (size_t)(max_rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    return blocks * plane_floats(in, classes);
+}
+
+void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch) {
+    int blocks = row_blocks(step);
     size_t shared = row_shared_floats(step.in, step.classes) * sizeof(float);
     row_args a{step, scratch};
-    if (blocks > 0) { /* none: a rank without rows in a short last batch; its gradients are 0 */
-        switch (padded_classes(step.classes)) {
-        case TEN_CLASSES: launch_classes<TEN_CLASSES>(stream, a, blocks, shared); break;
-        case 16: launch_classes<16>(stream, a, blocks, shared); break;
-        default: launch_classes<MAX_CLASSES>(stream, a, blocks, shared); break;
-        }
+    if (blocks == 0) return; /* a rank without rows in a short last batch: the sums give 0 */
+    switch (padded_classes(step.classes)) {
+    case TEN_CLASSES: launch_classes<TEN_CLASSES>(stream, a, blocks, shared); break;
+    case 16: launch_classes<16>(stream, a, blocks, shared); break;
+    default: launch_classes<MAX_CLASSES>(stream, a, blocks, shared); break;
     }
+}
+
+void gpu_output_layer_sums(cudaStream_t sums_stream, const output_layer_step &step, const float *scratch) {
     int outputs = plane_floats(step.in, step.classes);
-    launch_dependent(sum_planes, (outputs + 31) / 32, SUM_WARPS * 32, 0, stream, 1, step,
-                     (const float *)scratch, blocks);
+    launch_dependent(sum_planes, (outputs + 31) / 32, SUM_WARPS * 32, 0, sums_stream, 1, step,
+                     scratch, row_blocks(step));
+}
+
+void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float *scratch) {
+    gpu_output_layer_rows(stream, step, scratch);
+    gpu_output_layer_sums(stream, step, scratch);
 }

@@ -27,7 +27,8 @@ typedef struct {
     long sizes[BENCH_MAX_LIST];
     int size_count; /* gemm square sides or dot lengths; 0: the benchmark's default */
     bool mlp_shapes;
-    int plan_tile, plan_splits; /* --plan: GPU tiled and pipelined's tile and K slices; 0: theirs */
+    int plan_rows, plan_cols, plan_splits; /* --plan: GPU tiled and pipelined's tile (rows×cols)
+                                            * and K slices; 0: their own choice */
     gemm_shape shapes[BENCH_MAX_LIST];
     int shape_count;
     long image_sizes[BENCH_MAX_LIST];

@@ -309,11 +309,11 @@ static void run_gpu_gemm(const bench_options *o, result_row *row, gemm_problem *
         skip_row(row, "needs compute capability 9.0 (wgmma)");
         return;
     }
-    if (o->plan_tile && !gpu_gemm_plan_fits(impl->gpu, o->plan_tile)) {
+    if (o->plan_rows && !gpu_gemm_plan_fits(impl->gpu, o->plan_rows, o->plan_cols)) {
         skip_row(row, "--plan: this kernel has no such tile");
         return;
     }
-    gpu_gemm_case_set_plan(gpu->device, o->plan_tile, o->plan_splits);
+    gpu_gemm_case_set_plan(gpu->device, o->plan_rows, o->plan_cols, o->plan_splits);
     row->transfer_ms = gpu->transfer_ms;
     gpu_gemm_run(gpu->device, impl->gpu, p->c);
     maybe_corrupt(o, impl->name, &p->c[0], p->scale[0]);

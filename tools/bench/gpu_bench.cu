@@ -136,7 +136,7 @@ struct gpu_gemm_case {
     float *a = nullptr, *b = nullptr, *c = nullptr; /* device */
     size_t a_count = 0, b_count = 0, c_count = 0;
     __nv_bfloat16 *a_bf16 = nullptr, *b_bf16 = nullptr; /* made at the first BF16 run */
-    int plan_tile = 0, plan_splits = 0; /* mlp_bench --plan; 0: the kernel's own choice */
+    int plan_rows = 0, plan_cols = 0, plan_splits = 0; /* mlp_bench --plan; 0: the kernel's own choice */
 };
 
 /* Room in the workspace for a copy of both operands, where the device has it: the TF32 wgmma
@@ -161,13 +161,13 @@ extern "C" gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a
     return g;
 }
 
-extern "C" void gpu_gemm_case_set_plan(gpu_gemm_case *g, int tile, int splits) {
-    g->plan_tile = tile, g->plan_splits = splits;
+extern "C" void gpu_gemm_case_set_plan(gpu_gemm_case *g, int rows, int cols, int splits) {
+    g->plan_rows = rows, g->plan_cols = cols, g->plan_splits = splits;
 }
 
-extern "C" bool gpu_gemm_plan_fits(gpu_gemm_impl impl, int tile) {
-    if (impl == GPU_GEMM_PIPELINED) return tile == 32 || tile == 64 || tile == 128 || tile == 256;
-    if (impl == GPU_GEMM_TILED) return tile == 32 || tile == 64 || tile == 128;
+extern "C" bool gpu_gemm_plan_fits(gpu_gemm_impl impl, int rows, int cols) {
+    if (impl == GPU_GEMM_PIPELINED) return gpu_gemm_pipelined_has_tile(rows, cols);
+    if (impl == GPU_GEMM_TILED) return rows == cols && (rows == 32 || rows == 64 || rows == 128);
     return true; /* the other kernels have no plan to force */
 }
 
@@ -204,8 +204,8 @@ static void launch_gemm(const gpu_gemm_case *g, gpu_gemm_impl impl) {
                               ldb, 0.0f, g->c, ldc);
         break;
     case GPU_GEMM_TILED:
-        if (g->plan_tile)
-            gpu_gemm_tiled_with_plan(g->plan_tile, g->plan_splits, w, s, g->trans_a, g->trans_b, g->m,
+        if (g->plan_rows)
+            gpu_gemm_tiled_with_plan(g->plan_rows, g->plan_splits, w, s, g->trans_a, g->trans_b, g->m,
                                      g->n, g->k, 1.0f, g->a, lda, g->b, ldb, 0.0f, g->c, ldc);
         else
             gpu_gemm_tiled(w, s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,
@@ -216,8 +216,8 @@ static void launch_gemm(const gpu_gemm_case *g, gpu_gemm_impl impl) {
                            0.0f, g->c, ldc);
         break;
     case GPU_GEMM_PIPELINED:
-        if (g->plan_tile)
-            gpu_gemm_pipelined_with_plan(g->plan_tile, g->plan_splits, s, g->trans_a, g->trans_b,
+        if (g->plan_rows)
+            gpu_gemm_pipelined_with_plan(g->plan_rows, g->plan_cols, g->plan_splits, s, g->trans_a, g->trans_b,
                                          g->m, g->n, g->k, 1.0f, g->a, lda, g->b, ldb, 0.0f, g->c, ldc);
         else
             gpu_gemm_pipelined(s, g->trans_a, g->trans_b, g->m, g->n, g->k, 1.0f, g->a, lda, g->b,

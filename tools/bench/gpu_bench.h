@@ -57,10 +57,11 @@ bool gpu_gemm_available(gpu_gemm_impl impl);
 /* a is stored (trans_a ? K×M : M×K), b (trans_b ? N×K : K×N), rows contiguous. */
 gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a, bool trans_b, const float *a,
                                     const float *b);
-/* The tile and K slices GPU_GEMM_TILED and GPU_GEMM_PIPELINED use (mlp_bench --plan); tile 0:
- * their own choice. Whether impl can take the tile (tiled: 32, 64, 128; pipelined also 256). */
-void gpu_gemm_case_set_plan(gpu_gemm_case *c, int tile, int splits);
-bool gpu_gemm_plan_fits(gpu_gemm_impl impl, int tile);
+/* The block tile (rows × cols) and K slices GPU_GEMM_TILED and GPU_GEMM_PIPELINED use
+ * (mlp_bench --plan); rows 0: their own choice. Whether impl has that tile (tiled: 32×32, 64×64,
+ * 128×128; pipelined also 64×128 and 128×256). */
+void gpu_gemm_case_set_plan(gpu_gemm_case *c, int rows, int cols, int splits);
+bool gpu_gemm_plan_fits(gpu_gemm_impl impl, int rows, int cols);
 void gpu_gemm_run(gpu_gemm_case *c, gpu_gemm_impl impl, float *c_host);
 double gpu_gemm_time_ms(gpu_gemm_case *c, gpu_gemm_impl impl, const bench_timing *timing);
 /* Copies of A and B to the device and C back, from and to pinned host memory. */

@@ -50,9 +50,10 @@ static const char USAGE[] = /* continued below */
     "  --shape M,N,K[,TT]     gemm: one more shape; TT is NN (default), NT, TN or TT, the\n"
     "                         transposes of A and B (repeatable)\n"
     "  --plan TILE:SPLITS     gemm: GPU tiled and pipelined use TILE×TILE blocks (32, 64, 128;\n"
-    "                         pipelined also 256: 128×256) and K cut into SPLITS slices (1: no\n"
-    "                         split-K; fewer where K or the workspace is too small), instead of\n"
-    "                         their own choice, so that plans can be compared on one shape\n"
+    "                         pipelined also 64x128:SPLITS and 128x256:SPLITS) and K cut into\n"
+    "                         SPLITS slices (1: no split-K; fewer where K or the workspace is too\n"
+    "                         small), instead of their own choice, so that plans can be compared\n"
+    "                         on one shape\n"
     "  --naive-max N          gemm: skip CPU naive when M·N·K > N³ (default 1024)\n"
     "  --image-sizes LIST     maxpool: image sides (default 4:8192)\n"
     "  --planes N             maxpool: images per case, batch × channels (default 4)\n"
@@ -268,14 +269,18 @@ static bool parse_shape(const char *text, bench_options *o) {
     return true;
 }
 
+/* TILE:SPLITS (a square tile) or ROWSxCOLS:SPLITS; whether a kernel has that tile is its own
+ * question (a row says so where not). */
 static bool parse_plan(const char *text, bench_options *o) {
-    int tile = 0, splits = 0, consumed = 0;
-    bool ok = sscanf(text, "%d:%d%n", &tile, &splits, &consumed) == 2 && text[consumed] == '\0' &&
-              (tile == 32 || tile == 64 || tile == 128 || tile == 256) && splits >= 1 && splits <= 64;
+    int rows = 0, cols = 0, splits = 0, consumed = 0;
+    bool ok = sscanf(text, "%dx%d:%d%n", &rows, &cols, &splits, &consumed) == 3 ||
+              (sscanf(text, "%d:%d%n", &rows, &splits, &consumed) == 2 && (cols = rows) > 0);
+    ok = ok && text[consumed] == '\0' && (rows == 32 || rows == 64 || rows == 128) &&
+         (cols == 32 || cols == 64 || cols == 128 || cols == 256) && splits >= 1 && splits <= 64;
     if (!ok)
-        return usage_error("--plan wants TILE:SPLITS, TILE 32, 64, 128 or 256 and SPLITS 1 to 64, "
-                           "not '%s'", text);
-    o->plan_tile = tile, o->plan_splits = splits;
+        return usage_error("--plan wants TILE:SPLITS or ROWSxCOLS:SPLITS (TILE and ROWS 32, 64 or "
+                           "128; COLS also 256) and SPLITS 1 to 64, not '%s'", text);
+    o->plan_rows = rows, o->plan_cols = cols, o->plan_splits = splits;
     return true;
 }
 
