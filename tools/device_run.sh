@@ -115,7 +115,7 @@ stage_sanitize() {
             [ "$tool" = initcheck ] && [ "$test" = test_gpu_kernels ] && continue # inputs all uploaded
             if [ "$tool" = racecheck ] && [ "$test" = test_gpu_ops ]; then # over 470 s whole, and its
                 # GEMMs alone over 420 s on the small shapes: the tiny ones there
-                for part in gemm gemm_epilogue output_layer other; do
+                for part in gemm_pipelined gemm_others gemm_epilogue output_layer other; do
                     MLP_TEST_PART=$part MLP_TEST_SHAPES=tiny start_sanitizer "${tool}_${test}_$part" "$tool" "$build/$test"
                     names+=("${tool}_${test}_$part")
                 done
