@@ -21,9 +21,11 @@
  *   order (k by k) each of a warp's stores touched 32 sectors of 32 bytes for 4 bytes apiece.
  *   At these sizes the kernel is a chain of latencies, not of arithmetic: its global loads are
  *   all issued before the first wait, and the small blocks spread a batch over many SMs.
- * Launch 2, sum_planes: each of those H + H·C + C outputs is the sum of the planes, added in
- *   block order (deterministic): a block takes 32 outputs, its 32 warps every 32nd plane, and
- *   warp 0 adds the warps' sums in order.
+ * Launch 2, sum_planes: each of those H + H·C + C outputs is the sum of the planes, added in a
+ *   fixed order (deterministic): a block takes 32 outputs, its 8 warps every 8th plane, and
+ *   warp 0 adds the warps' sums in order. It may run on a stream of its own (the GPU backend
+ *   puts it beside layer 1's weight gradient, which needs only dh): gpu_output_layer_rows and
+ *   gpu_output_layer_sums are the two launches apart.
  *
  * Limits: H ≤ OUTPUT_LAYER_MAX_IN (a lane holds H/32 values of a row), C ≤ 32 (a lane holds
  * every logit), and W with the block's rows must fit in shared memory; the backend checks
