@@ -544,17 +544,25 @@ void check_optimizers() {
         std::vector<float> param = random_floats(n, -1, 1), velocity = random_floats(n, -1, 1);
         std::vector<float> m = random_floats(n, -1, 1), v = random_floats(n, 0, 1);
         std::vector<float> grad = random_floats(n, -1, 1);
-        device_buffer<float> dparam(param), dvelocity(velocity), dgrad(grad);
-        device_buffer<pass_cursor> sgd_cursor = cursor_at(7, 4);
-        gpu_sgd_momentum_step(stream, dparam.ptr, dvelocity.ptr, dgrad.ptr, n, 0.1f, 0.9f,
-                              gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
+        device_buffer<float> dgrad(grad);
         std::vector<float> p_sgd = param, v_sgd = velocity;
         cpu_sgd_momentum_step(p_sgd.data(), v_sgd.data(), grad.data(), n, 0.1f, 0.9f);
-        double error = std::fmax(worst_deviation(dparam.download(), p_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
-                                 worst_deviation(dvelocity.download(), v_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE));
-        CHECK(error <= 1, "sgd_momentum_step n=%zu: off by %.3g tolerances", n, error);
-        check_step_end(sgd_cursor, {20, 5}, blocks_done, "sgd_momentum_step", n);
+        for (int offset : {0, 1}) { /* 1: param off 16-byte alignment, one parameter a thread */
+            std::vector<float> padded(offset, 0.0f);
+            padded.insert(padded.end(), param.begin(), param.end());
+            device_buffer<float> dparam(padded), dvelocity(velocity);
+            device_buffer<pass_cursor> sgd_cursor = cursor_at(7, 4);
+            gpu_sgd_momentum_step(stream, dparam.ptr + offset, dvelocity.ptr, dgrad.ptr, n, 0.1f, 0.9f,
+                                  gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
+            std::vector<float> got = dparam.download();
+            got.erase(got.begin(), got.begin() + offset);
+            double error = std::fmax(worst_deviation(got, p_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
+                                     worst_deviation(dvelocity.download(), v_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE));
+            CHECK(error <= 1, "sgd_momentum_step n=%zu, param offset %d: off by %.3g tolerances", n, offset, error);
+            check_step_end(sgd_cursor, {20, 5}, blocks_done, "sgd_momentum_step", n);
+        }
 
+        double error;
         device_buffer<float> dparam2(param), dm(m), dv(v);
         device_buffer<pass_cursor> cursor = cursor_at(0, 2); /* two updates made: this is step 3 */
         gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, 0.01f, 0.9f, 0.999f, 1e-8f,

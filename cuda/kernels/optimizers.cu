@@ -1,5 +1,5 @@
-/* Optimizer updates over the flat parameter array, one thread per parameter (grid-stride): one
- * launch updates every layer's weights and biases. Memory-bound: SGD reads 3 and writes 2
+/* Optimizer updates over the flat parameter array, grid-stride (SGD four parameters a thread,
+ * Adam one): one launch updates every layer's weights and biases. Memory-bound: SGD reads 3 and writes 2
  * floats per parameter, Adam reads 4 and writes 3.
  *
  * The update ends a training step, so its kernel also moves the pass cursor on, and a step needs
@@ -8,6 +8,7 @@
  * so the last block to finish moves it, counted with one atomic add per block (on an H200 that
  * count made SGD's launch 0.8 µs longer, hence not for SGD). */
 #include <cmath>
+#include <cstdint>
 
 #include "../cuda_check.h"
 #include "dependent_launch.cuh"
@@ -33,15 +34,33 @@ __device__ void move_cursor_on_when_read(const gpu_step_end &end) {
     *end.blocks_done = 0;
 }
 
+__device__ __forceinline__ float sgd_momentum(float &param, float velocity, float grad, float lr,
+                                              float momentum) {
+    float v = momentum * velocity + grad;
+    param -= lr * v;
+    return v;
+}
+
+/* Four parameters a thread (float4) over the first 4·quads, then one a thread over the rest: a
+ * quarter of the loads and stores to issue (1.76 µs a step at batch 512 on an H200 with one a
+ * thread). quads is 0 where the arrays are not 16-byte aligned. */
 __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *grad, size_t n,
-                                    float lr, float momentum, gpu_step_end end) {
+                                    size_t quads, float lr, float momentum, gpu_step_end end) {
     wait_for_previous_kernel();
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        float v = momentum * velocity[i] + grad[i];
-        velocity[i] = v;
-        param[i] -= lr * v;
+    const size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
+    float4 *param4 = reinterpret_cast<float4 *>(param), *velocity4 = reinterpret_cast<float4 *>(velocity);
+    const float4 *grad4 = reinterpret_cast<const float4 *>(grad);
+    for (size_t q = first; q < quads; q += stride) {
+        float4 p = param4[q], v = velocity4[q];
+        const float4 g = grad4[q];
+        v.x = sgd_momentum(p.x, v.x, g.x, lr, momentum);
+        v.y = sgd_momentum(p.y, v.y, g.y, lr, momentum);
+        v.z = sgd_momentum(p.z, v.z, g.z, lr, momentum);
+        v.w = sgd_momentum(p.w, v.w, g.w, lr, momentum);
+        velocity4[q] = v;
+        param4[q] = p;
     }
+    for (size_t i = 4 * quads + first; i < n; i += stride) velocity[i] = sgd_momentum(param[i], velocity[i], grad[i], lr, momentum);
     if (blockIdx.x == 0 && threadIdx.x == 0) move_cursor_on(end);
 }
 
@@ -76,8 +95,11 @@ unsigned grid_for(size_t n) {
 
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
                            size_t n, float lr, float momentum, gpu_step_end end) {
-    launch_dependent(sgd_momentum_kernel, grid_for(n), THREADS, 0, stream, 1, param, velocity, grad,
-                     n, lr, momentum, end);
+    const bool aligned = (reinterpret_cast<uintptr_t>(param) | reinterpret_cast<uintptr_t>(velocity) |
+                          reinterpret_cast<uintptr_t>(grad)) % 16 == 0;
+    const size_t quads = aligned ? n / 4 : 0;
+    launch_dependent(sgd_momentum_kernel, grid_for(aligned ? quads : n), THREADS, 0, stream, 1, param,
+                     velocity, grad, n, quads, lr, momentum, end); /* the tail: fewer than 4 threads */
 }
 
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
