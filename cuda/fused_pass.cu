@@ -199,6 +199,6 @@ void fused_pass_run(backend *be, const training_pass *pass) {
     args.units_per_block = p.units_per_block;
     args.blocks = p.blocks;
     args.stage_rows = p.stage_rows;
-    gpu_join_output_sums(gpu); /* nothing of an earlier step still runs beside the pass */
+    gpu_join_side_streams(gpu); /* nothing of an earlier step still runs beside the pass */
     gpu_fused_mlp_pass(gpu->stream, args);
 }

@@ -78,7 +78,7 @@ void require_reserved(size_t needed, size_t reserved, const char *what, const ch
 
 /* A new device buffer of `bytes` in place of `old`, which the stream may still be reading. */
 void *replace_device_buffer(gpu_state *gpu, void *old, size_t bytes) {
-    gpu_join_output_sums(gpu);
+    gpu_join_side_streams(gpu);
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
     if (old) CUDA_CHECK(cudaFree(old));
     return gpu_alloc_or_exit(bytes);
@@ -164,20 +164,21 @@ void device_release(backend *be, void *p) {
 
 /* The host buffer may be reused as soon as this returns, so the copy is waited for. */
 void upload(backend *be, void *dst, const void *src, size_t bytes) {
+    gpu_join_side_streams(gpu_of(be)); /* a gather ahead may be reading what is overwritten */
     cudaStream_t stream = gpu_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void download(backend *be, void *dst, const void *src, size_t bytes) {
-    gpu_join_output_sums(gpu_of(be));
+    gpu_join_side_streams(gpu_of(be));
     cudaStream_t stream = gpu_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void synchronize(backend *be) {
-    gpu_join_output_sums(gpu_of(be));
+    gpu_join_side_streams(gpu_of(be));
     CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->stream));
 }
 
@@ -239,7 +240,7 @@ void sum(backend *be, const float *x, size_t n, float *result) {
 void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad, size_t n,
                        float lr, float momentum, pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
-    gpu_join_output_sums(gpu);
+    gpu_join_side_streams(gpu);
     gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum,
                           gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
@@ -247,12 +248,13 @@ void sgd_momentum_step(backend *be, float *param, float *velocity, const float *
 void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
                float lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
-    gpu_join_output_sums(gpu);
+    gpu_join_side_streams(gpu);
     gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps,
                   gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 
 void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
+    gpu_join_side_streams(gpu_of(be)); /* a gather ahead reads the cursor */
     gpu_advance_cursor(gpu_of(be)->stream, cursor, rows);
 }
 
@@ -274,7 +276,7 @@ timing_stamp *stamp_create(backend *be) {
 }
 
 void stamp_record(backend *be, timing_stamp *s) {
-    gpu_join_output_sums(gpu_of(be)); /* a phase's time includes its work on the side */
+    gpu_join_side_streams(gpu_of(be)); /* a phase's time includes its work on the side */
     CUDA_CHECK(cudaEventRecord(s->event, gpu_of(be)->stream));
 }
 
@@ -305,13 +307,18 @@ namespace {
 /* Thread-local capture: a CUDA call of this thread that is illegal while capturing (a
  * synchronizing copy, say) fails loudly instead of being recorded or run. */
 void record_begin(backend *be) {
-    CUDA_CHECK(cudaStreamBeginCapture(gpu_of(be)->stream, cudaStreamCaptureModeThreadLocal));
+    gpu_state *gpu = gpu_of(be);
+    gpu_join_side_streams(gpu); /* work forked before the capture is waited for outside it */
+    gpu->capture_serial++;
+    CUDA_CHECK(cudaStreamBeginCapture(gpu->stream, cudaStreamCaptureModeThreadLocal));
 }
 
 recording *record_end(backend *be) {
-    gpu_join_output_sums(gpu_of(be)); /* a capture must end with every stream it forked joined */
+    gpu_state *gpu = gpu_of(be);
+    gpu_join_side_streams(gpu); /* a capture must end with every stream it forked joined */
+    gpu->capture_serial++;
     cudaGraph_t graph;
-    CUDA_CHECK(cudaStreamEndCapture(gpu_of(be)->stream, &graph));
+    CUDA_CHECK(cudaStreamEndCapture(gpu->stream, &graph));
     recording *r = new recording;
     CUDA_CHECK(cudaGraphInstantiate(&r->graph, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph)); /* the executable graph is a copy */
@@ -328,7 +335,7 @@ void recording_destroy(backend *be, recording *r) {
 
 void destroy(backend *be) {
     gpu_state *gpu = gpu_of(be);
-    gpu_join_output_sums(gpu);
+    gpu_join_side_streams(gpu);
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
 #ifdef MLP_HAVE_NCCL
     if (gpu->nccl) gpu_nccl_leave(gpu->nccl);
@@ -345,6 +352,9 @@ void destroy(backend *be) {
     CUDA_CHECK(cudaEventDestroy(gpu->rows_done));
     CUDA_CHECK(cudaEventDestroy(gpu->sums_ready));
     CUDA_CHECK(cudaStreamDestroy(gpu->sums_stream));
+    CUDA_CHECK(cudaEventDestroy(gpu->batch_wanted));
+    CUDA_CHECK(cudaEventDestroy(gpu->batch_ready));
+    CUDA_CHECK(cudaStreamDestroy(gpu->feed_stream));
     CUDA_CHECK(cudaStreamDestroy(gpu->stream));
     delete gpu;
     delete be;
@@ -354,14 +364,15 @@ struct gpu_impl {
     const char *name;
     gemm_fn *gemm[PRECISION_COUNT]; /* by gemm_precision; NULL: not in that precision */
     bool fused; /* a whole pass in one persistent kernel, the tiled kernels for the rest */
+    bool gathers_ahead; /* the resident feed gathers the next batch beside the step (gpu_feed.cu) */
     const char *description;
 };
 
 const gpu_impl gpu_impls[] = {
-    {"naive", {gemm_naive, nullptr, nullptr}, false, "naive CUDA kernels"},
-    {"tiled", {gemm_tiled, gemm_tiled_tf32, gemm_tiled_bf16}, false, "tiled CUDA kernels"},
-    {"blas", {gemm_cublas, gemm_cublas_tf32, gemm_cublas_bf16}, false, "cuBLAS"},
-    {"fused", {gemm_tiled, gemm_tiled_tf32, gemm_tiled_bf16}, true,
+    {"naive", {gemm_naive, nullptr, nullptr}, false, false, "naive CUDA kernels"},
+    {"tiled", {gemm_tiled, gemm_tiled_tf32, gemm_tiled_bf16}, false, true, "tiled CUDA kernels"},
+    {"blas", {gemm_cublas, gemm_cublas_tf32, gemm_cublas_bf16}, false, false, "cuBLAS"},
+    {"fused", {gemm_tiled, gemm_tiled_tf32, gemm_tiled_bf16}, true, true,
      "fused persistent kernel, tiled kernels for the test pass"},
 };
 
@@ -437,6 +448,13 @@ void gpu_join_output_sums(gpu_state *gpu) {
     gpu->sums_pending = false;
 }
 
+void gpu_join_side_streams(gpu_state *gpu) {
+    gpu_join_output_sums(gpu);
+    if (!gpu->batch_pending) return;
+    CUDA_CHECK(cudaStreamWaitEvent(gpu->stream, gpu->batch_ready, 0));
+    gpu->batch_pending = false;
+}
+
 void *gpu_alloc_or_exit(size_t bytes) {
     void *p = nullptr;
     cudaError_t status = cudaMalloc(&p, bytes ? bytes : 1);
@@ -489,6 +507,9 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->sums_stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&gpu->rows_done, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&gpu->sums_ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->feed_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&gpu->batch_wanted, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&gpu->batch_ready, cudaEventDisableTiming));
     if (chosen->gemm[PRECISION_FP32] == gemm_cublas) {
         gpu->cublas = cublas_gemm_handle(gpu->stream);
         gpu->cublas_workspace = gpu_alloc_or_exit(CUBLAS_WORKSPACE_BYTES);
@@ -501,6 +522,7 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
             static_cast<float *>(gpu_alloc_or_exit(GPU_GEMM_WORKSPACE_FLOATS * sizeof(float)));
         gpu->wgmma = gpu_gemm_wgmma_available();
     }
+    gpu->gather_ahead = chosen->gathers_ahead;
     gpu->softmax_scratch = gpu_softmax_scratch_create();
     gpu->update_blocks_done = static_cast<unsigned *>(gpu_alloc_or_exit(sizeof(unsigned)));
     CUDA_CHECK(cudaMemset(gpu->update_blocks_done, 0, sizeof(unsigned)));

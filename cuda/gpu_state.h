@@ -18,6 +18,17 @@ struct gpu_state {
     cudaStream_t sums_stream;
     cudaEvent_t rows_done, sums_ready;
     bool sums_pending;
+    /* ...and the resident feeds' gathers of the next batch, which run on feed_stream beside the
+     * current step (gpu_feed.cu): batch_wanted marks where the stream is done with the buffer
+     * they fill, batch_ready their end, and batch_pending says that the stream has yet to wait
+     * for it. capture_serial changes at every start and end of a recording: a batch gathered
+     * ahead is only used by a step queued in the same one (a capture cannot wait for work
+     * outside it). */
+    cudaStream_t feed_stream;
+    cudaEvent_t batch_wanted, batch_ready;
+    bool batch_pending;
+    unsigned long capture_serial;
+    bool gather_ahead; /* the implementation's kernels leave room for a gather beside them */
     cublasHandle_t cublas;              /* blas implementation only */
     void *cublas_workspace;             /* its workspace, fixed so that its calls can be recorded */
     gpu_gemm_workspace gemm_workspace;  /* tiled, --precision tf32 and bf16: split-K partial sums */
@@ -55,9 +66,14 @@ gpu_resident_data gpu_feed_resident_data(const batch_feed *feed);
 void gpu_feed_destroy(batch_feed *feed);
 
 /* Makes the stream wait for the output layer's sums, if they are still running beside it: before
- * anything that reads the gradients (the update, an all-reduce, a download) and before a
- * recording ends. */
+ * their scratch is written again. */
 void gpu_join_output_sums(gpu_state *gpu);
+
+/* Makes the stream wait for everything running beside it (the output layer's sums, a batch
+ * gathered ahead): before anything that reads the gradients (the update, an all-reduce, a
+ * download), moves a pass cursor (which a gather ahead reads), or waits for the device, and
+ * before a recording starts or ends. */
+void gpu_join_side_streams(gpu_state *gpu);
 
 /* cudaMalloc that names the size when the device runs out. */
 void *gpu_alloc_or_exit(size_t bytes);

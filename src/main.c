@@ -206,9 +206,15 @@ static bool check_device_memory(const run_state *s, char *err) {
     int train_count = o->eval_only ? 0 : s->train.count;
     memory_plan_trainer(&plan, &s->shape, o->batch, o->optimizer.kind == OPTIMIZER_ADAM ? 2 : 1,
                         train_count, s->test.count);
-    if (o->feed.placement == DATA_RESIDENT)
+    if (o->feed.placement == DATA_RESIDENT) {
         memory_plan_add(&plan, "the data set",
                         ((size_t)train_count + s->test.count) * (s->test.features + 1));
+        /* each resident feed gathers the next batch ahead into a second buffer (gpu_feed.cu) */
+        size_t test_rows = (size_t)(o->batch > EVAL_ROWS ? o->batch : EVAL_ROWS);
+        size_t train_rows = train_count ? (size_t)o->batch : 0;
+        memory_plan_add(&plan, "batches gathered ahead",
+                        (train_rows + test_rows) * (s->test.features * sizeof(float) + 1));
+    }
     char shape[256], what[320];
     mlp_shape_format(&s->shape, shape, sizeof shape);
     snprintf(what, sizeof what, "the model %s at batch %d", shape, o->batch);

@@ -2,6 +2,7 @@
  * inputs, odd shapes (1, 17, 1000, not only multiples of a tile), device outputs poisoned with
  * NaN before each launch so an element a kernel forgets to write fails the comparison.
  * Exits 77 (skipped) where there is no GPU. */
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -562,7 +563,6 @@ void check_optimizers() {
             check_step_end(sgd_cursor, {20, 5}, blocks_done, "sgd_momentum_step", n);
         }
 
-        double error;
         device_buffer<float> dparam2(param), dm(m), dv(v);
         device_buffer<pass_cursor> cursor = cursor_at(0, 2); /* two updates made: this is step 3 */
         gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, 0.01f, 0.9f, 0.999f, 1e-8f,
@@ -570,9 +570,9 @@ void check_optimizers() {
         std::vector<float> p_adam = param, m_adam = m, v_adam = v;
         cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, 0.01f, 0.9f,
                       0.999f, 1e-8f, 3);
-        error = std::fmax(worst_deviation(dparam2.download(), p_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
-                          std::fmax(worst_deviation(dm.download(), m_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
-                                    worst_deviation(dv.download(), v_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE)));
+        double error = std::fmax(worst_deviation(dparam2.download(), p_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
+                                 std::fmax(worst_deviation(dm.download(), m_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
+                                           worst_deviation(dv.download(), v_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE)));
         CHECK(error <= 1, "adam_step n=%zu: off by %.3g tolerances", n, error);
         check_step_end(cursor, {5, 3}, blocks_done, "adam_step", n);
     }
@@ -584,8 +584,11 @@ std::vector<int32_t> identity_indices(int n) {
     return v;
 }
 
-/* features 784 and 20: four pixels a thread; odd ones: one a thread */
-void check_gather(int rows, int features) {
+/* The batch `ahead` rows past the cursor's (offset) in a pass of pass_rows samples, whose last
+ * `cut` rows are past the pass's end: gathered up to it, the rest of x and y left as it was;
+ * in at most max_blocks blocks (0: no cap). features 784 and 20: four pixels a thread; odd
+ * ones: one a thread. */
+void check_gather(int rows, int features, int ahead, int cut, unsigned max_blocks) {
     int count = 1003;
     std::vector<uint8_t> pixels((size_t)count * features), labels(count);
     for (uint8_t &p : pixels) p = (uint8_t)rng_below(&random_source, 256);
@@ -593,36 +596,44 @@ void check_gather(int rows, int features) {
     std::vector<int32_t> indices(rows);
     for (int32_t &i : indices) i = (int32_t)rng_below(&random_source, count);
     float scale = 1.0f / (255 * 0.3081f), shift = -0.1307f / 0.3081f;
+    const int gathered = rows - cut;
     std::vector<float> x((size_t)rows * features);
     std::vector<uint8_t> y(rows);
-    cpu_gather_normalize(pixels.data(), labels.data(), indices.data(), rows, features, scale, shift,
-                         x.data(), y.data());
-    /* the batch starts at the cursor's row of the pass's order */
-    const int offset = 3;
-    std::vector<int32_t> order(offset + rows, -1);
-    std::copy(indices.begin(), indices.end(), order.begin() + offset);
+    cpu_gather_normalize(pixels.data(), labels.data(), indices.data(), gathered, features, scale,
+                         shift, x.data(), y.data());
+    std::fill(y.begin() + gathered, y.end(), (uint8_t)0xFF); /* poison() below: left as it is */
+    /* the batch starts at the cursor's row of the pass's order, plus ahead */
+    const int offset = 3, first = offset + ahead;
+    std::vector<int32_t> order(first + rows, -1);
+    std::copy(indices.begin(), indices.end(), order.begin() + first);
     device_buffer<uint8_t> dpixels(pixels), dlabels(labels), dy(rows);
-    device_buffer<int32_t> dorder(order);
+    device_buffer<int32_t> dorder(order), pass_rows(std::vector<int32_t>{first + gathered});
     device_buffer<pass_cursor> cursor = cursor_at(offset, 0);
     device_buffer<float> dx(x.size());
     dx.poison();
     dy.poison();
-    gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, dorder.ptr, cursor.ptr, rows, features,
-                         scale, shift, dx.ptr, dy.ptr);
-    double error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
-    CHECK(error <= 1 && dy.download() == y,
-          "gather_normalize %d rows of %d: off by %.3g tolerances or labels differ", rows, features, error);
+    gpu_gather_normalize(stream, {dpixels.ptr, dlabels.ptr, dorder.ptr, pass_rows.ptr, cursor.ptr, ahead},
+                         rows, features, scale, shift, dx.ptr, dy.ptr, max_blocks);
+    std::vector<float> gpu_x = dx.download();
+    const size_t past_end = (size_t)gathered * features;
+    const std::vector<uint8_t> poison((x.size() - past_end) * sizeof(float), 0xFF);
+    bool untouched = std::memcmp(gpu_x.data() + past_end, poison.data(), poison.size()) == 0;
+    std::fill(gpu_x.begin() + past_end, gpu_x.end(), 0.0f); /* x is 0 there */
+    double error = worst_deviation(gpu_x, x, 1e-6, 1e-6);
+    CHECK(error <= 1 && dy.download() == y && untouched,
+          "gather_normalize %d rows of %d, %d ahead, %d past the end: off by %.3g tolerances, labels "
+          "differ or rows past the end written", rows, features, ahead, cut, error);
 
-    /* indices == NULL: the rows as they are (a batch the host already gathered) */
+    /* order == NULL: the rows as they are (a batch the host already gathered) */
     cpu_gather_normalize(pixels.data(), labels.data(), identity_indices(rows).data(), rows, features,
                          scale, shift, x.data(), y.data());
     dx.poison();
     dy.poison();
-    gpu_gather_normalize(stream, dpixels.ptr, dlabels.ptr, nullptr, nullptr, rows, features, scale,
-                         shift, dx.ptr, dy.ptr);
+    gpu_gather_normalize(stream, {dpixels.ptr, dlabels.ptr, nullptr, nullptr, nullptr, 0}, rows,
+                         features, scale, shift, dx.ptr, dy.ptr, max_blocks);
     error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
     CHECK(error <= 1 && dy.download() == y,
-          "gather_normalize %d rows of %d without indices: off by %.3g or labels differ", rows, features, error);
+          "gather_normalize %d rows of %d without an order: off by %.3g or labels differ", rows, features, error);
 }
 
 /* Everything but the GEMMs and the output layer. */
@@ -638,7 +649,11 @@ void check_other_ops() {
     check_sum();
     check_optimizers();
     for (int rows : ROWS)
-        for (int features : {1, 17, 20, 784}) check_gather(rows, features);
+        for (int features : {1, 17, 20, 784}) {
+            check_gather(rows, features, 0, 0, 0);
+            /* a batch gathered ahead, at the pass's end, in few blocks (each thread many rows) */
+            check_gather(rows, features, 17, rows / 3, 3);
+        }
 }
 
 /* The test in parts, which MLP_TEST_PART picks one of (compute-sanitizer's racecheck is slow:

@@ -1,7 +1,8 @@
 /* The GPU implementations as whole trainers: finite-difference gradient checks, agreement with
  * the CPU blas implementation after 50 training steps from the same seed (SGD and Adam),
  * bit-for-bit repeatability (no floating-point atomics anywhere), identical results from every
- * batch feed and from recorded (CUDA graph) and directly queued steps, the fused persistent
+ * batch feed and from recorded (CUDA graph) and directly queued steps, the resident feed's
+ * batches (each gathered ahead) against the host's, the fused persistent
  * kernel against the CPU on odd shapes, and training in TF32 and BF16 (--precision) tracking
  * FP32. Exits 77 without a GPU. */
 #include <math.h>
@@ -11,6 +12,8 @@
 #include "../cuda/gpu_backend.h"
 #include "check.h"
 #include "cpu_backend.h"
+#include "cpu_ops.h"
+#include "rng.h"
 #include "model_checks.h"
 
 static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};
@@ -201,6 +204,48 @@ static void check_precisions(uint64_t seed) {
     }
 }
 
+/* The resident feed on its own: each batch is gathered ahead beside the one before it
+ * (gpu_feed.cu). Two passes of 38 samples, a new order each (5 batches of 7, then 3), the
+ * cursor moved as the test pass moves it; every batch against the host's gather of the same
+ * samples. */
+static void check_resident_feed(uint64_t seed) {
+    enum { SAMPLES = 50, PASS = 38, MAX_ROWS = 7 };
+    backend *be = gpu_backend_create("tiled", 0, PRECISION_FP32);
+    dataset data;
+    synthetic_dataset(&data, SAMPLES, seed);
+    const int features = data.features;
+    batch_feed *feed = be->feed_create(be, &data, MAX_ROWS, (feed_options){DATA_RESIDENT, false});
+    pass_cursor *cursor = be->alloc(be, sizeof(pass_cursor));
+    float *x = malloc(sizeof(float) * MAX_ROWS * features), *want_x = malloc(sizeof(float) * MAX_ROWS * features);
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t order[SAMPLES];
+        rng shuffle = rng_create(seed, 2000u + (uint64_t)pass);
+        rng_permutation(&shuffle, order, SAMPLES);
+        be->feed_start_pass(feed, order, PASS);
+        pass_cursor start = {0, 0};
+        be->upload(be, cursor, &start, sizeof start);
+        for (int first = 0; first < PASS; first += MAX_ROWS) {
+            int rows = PASS - first < MAX_ROWS ? PASS - first : MAX_ROWS;
+            batch_view batch = be->feed_next(feed, rows, cursor);
+            uint8_t y[MAX_ROWS], want_y[MAX_ROWS];
+            be->download(be, x, batch.x, sizeof(float) * rows * features);
+            be->download(be, y, batch.y, rows);
+            cpu_gather_normalize(data.pixels, data.labels, order + first, rows, features, data.scale,
+                                 data.shift, want_x, want_y);
+            CHECK(batch.rows == rows && relative_difference(x, want_x, (size_t)rows * features) < 1e-6 &&
+                      memcmp(y, want_y, rows) == 0,
+                  "resident feed, pass %d: the batch at sample %d is not the order's", pass, first);
+            be->advance_cursor(be, cursor, rows);
+        }
+    }
+    free(x);
+    free(want_x);
+    be->release(be, cursor);
+    be->feed_destroy(feed);
+    dataset_free(&data);
+    be->destroy(be);
+}
+
 int main(void) {
     char why[256];
     if (!gpu_device_available(why, sizeof why)) {
@@ -218,6 +263,7 @@ int main(void) {
     for (int i = 0; i < 3; i++) check_recorded_steps(IMPLS[i], seed);
     check_fused_pass(seed);
     check_feeds(seed);
+    check_resident_feed(seed);
     check_precisions(seed);
     return test_exit_status("test_gpu_training");
 }

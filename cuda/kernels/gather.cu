@@ -21,61 +21,75 @@ namespace {
 
 constexpr unsigned THREADS = 256;
 
-/* x is rows×features; pixels count×features; order == NULL: sample r is row r. The thread of a
- * row's first pixel (quad) writes its label, loaded before the pixels are written, which (bytes
- * may alias anything) the compiler could not move it above: so its latency overlaps theirs. */
+/* x is rows×features; source.pixels count×features. The batch's rows: see batch_rows. The
+ * thread of a row's first pixel (quad) writes its label, loaded before the pixels are written,
+ * which (bytes may alias anything) the compiler could not move it above: so its latency overlaps
+ * theirs. */
+
+/* The batch's first sample's place in the pass's order (0 without an order), and its rows: at
+ * most `rows`, and none past the pass's end. The two loads are independent, so their latencies
+ * overlap. */
+struct batch_rows {
+    const int32_t *indices; /* NULL: row r is sample r */
+    int rows;
+};
+__device__ __forceinline__ batch_rows find_batch(const gpu_batch_source &source, int rows) {
+    if (!source.order) return {nullptr, rows};
+    const int first = source.cursor->first_row + source.ahead, pass_rows = *source.pass_rows;
+    const int left = pass_rows - first;
+    return {source.order + first, left < rows ? (left > 0 ? left : 0) : rows};
+}
 
 /* features a multiple of 4: every row of pixels and of x starts 4- and 16-byte aligned */
-__global__ void gather_quads_kernel(const uint8_t *pixels, const uint8_t *labels,
-                                    const int32_t *order, const pass_cursor *cursor, int rows,
-                                    int features, float scale, float shift, float *x, uint8_t *y) {
+__global__ void gather_quads_kernel(gpu_batch_source source, int max_rows, int features,
+                                    float scale, float shift, float *x, uint8_t *y) {
     wait_for_previous_kernel();
-    const int32_t *indices = order ? order + cursor->first_row : nullptr;
-    const int quads_per_row = features / 4, quads = rows * quads_per_row; /* < 2^31: the caller */
+    const batch_rows batch = find_batch(source, max_rows);
+    const int quads_per_row = features / 4, quads = batch.rows * quads_per_row; /* < 2^31: the caller */
     for (int q = blockIdx.x * blockDim.x + threadIdx.x; q < quads; q += gridDim.x * blockDim.x) {
         const int row = q / quads_per_row, quad = q - row * quads_per_row;
-        const size_t sample = indices ? (size_t)indices[row] : (size_t)row;
-        const uint8_t label = quad == 0 ? labels[sample] : 0;
-        const uchar4 p = reinterpret_cast<const uchar4 *>(pixels + sample * features)[quad];
+        const size_t sample = batch.indices ? (size_t)batch.indices[row] : (size_t)row;
+        const uint8_t label = quad == 0 ? source.labels[sample] : 0;
+        const uchar4 p = reinterpret_cast<const uchar4 *>(source.pixels + sample * features)[quad];
         reinterpret_cast<float4 *>(x + (size_t)row * features)[quad] =
             make_float4(p.x * scale + shift, p.y * scale + shift, p.z * scale + shift, p.w * scale + shift);
         if (quad == 0) y[row] = label;
     }
 }
 
-__global__ void gather_pixels_kernel(const uint8_t *pixels, const uint8_t *labels,
-                                     const int32_t *order, const pass_cursor *cursor, int rows,
-                                     int features, float scale, float shift, float *x, uint8_t *y) {
+__global__ void gather_pixels_kernel(gpu_batch_source source, int max_rows, int features,
+                                     float scale, float shift, float *x, uint8_t *y) {
     wait_for_previous_kernel();
-    const int32_t *indices = order ? order + cursor->first_row : nullptr;
+    const batch_rows batch = find_batch(source, max_rows);
     const int first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
     const bool labeller = blockIdx.x == 0 && threadIdx.x == 0; /* one thread per row writes y */
-    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
-        size_t sample = indices ? (size_t)indices[row] : (size_t)row;
-        const uint8_t label = labeller ? labels[sample] : 0;
-        const uint8_t *source = pixels + sample * features;
+    for (int row = blockIdx.y; row < batch.rows; row += gridDim.y) {
+        size_t sample = batch.indices ? (size_t)batch.indices[row] : (size_t)row;
+        const uint8_t label = labeller ? source.labels[sample] : 0;
+        const uint8_t *pixels = source.pixels + sample * features;
         float *destination = x + (size_t)row * features;
-        for (int f = first; f < features; f += stride) destination[f] = source[f] * scale + shift;
+        for (int f = first; f < features; f += stride) destination[f] = pixels[f] * scale + shift;
         if (labeller) y[row] = label;
     }
 }
 
 } // namespace
 
-void gpu_gather_normalize(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
-                          const int32_t *order, const pass_cursor *cursor, int rows,
-                          int features, float scale, float shift, float *x, uint8_t *y) {
+void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows, int features,
+                          float scale, float shift, float *x, uint8_t *y, unsigned max_blocks) {
     if (rows == 0) return;
+    const unsigned cap = max_blocks ? max_blocks : 65535;
     const size_t quads = (size_t)rows * (features / 4);
     if (features % 4 == 0 && quads <= INT_MAX) {
-        constexpr unsigned MAX_BLOCKS = 65535;
         size_t wanted = (quads + THREADS - 1) / THREADS;
-        unsigned blocks = wanted < 1 ? 1 : wanted < MAX_BLOCKS ? (unsigned)wanted : MAX_BLOCKS;
-        launch_dependent(gather_quads_kernel, blocks, THREADS, 0, stream, 1, pixels, labels, order,
-                         cursor, rows, features, scale, shift, x, y);
+        unsigned blocks = wanted < 1 ? 1 : wanted < cap ? (unsigned)wanted : cap;
+        launch_dependent(gather_quads_kernel, blocks, THREADS, 0, stream, 1, source, rows, features,
+                         scale, shift, x, y);
         return;
     }
-    dim3 blocks(blocks_for(features, THREADS), rows < 65535 ? rows : 65535);
-    launch_dependent(gather_pixels_kernel, blocks, THREADS, 0, stream, 1, pixels, labels, order,
-                     cursor, rows, features, scale, shift, x, y);
+    const unsigned along_row = blocks_for(features, THREADS);
+    const unsigned row_cap = cap / along_row > 1 ? cap / along_row : 1;
+    dim3 blocks(along_row, (unsigned)rows < row_cap ? (unsigned)rows : row_cap);
+    launch_dependent(gather_pixels_kernel, blocks, THREADS, 0, stream, 1, source, rows, features,
+                     scale, shift, x, y);
 }

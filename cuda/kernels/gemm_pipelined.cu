@@ -351,9 +351,8 @@ void run_tile(int rows, int cols, int forced_splits, const gemm_epilogue *epilog
 constexpr int MEDIUM_MIN_SLICE = 256;
 int medium_tile_slices(int m, int n, int k, int sms) {
     const long grid_tiles = (long)blocks_for(m, medium_tile::BM) * blocks_for(n, medium_tile::BN);
-    long slices = 1;
-    while (slices < MAX_SLICES && k / (2 * slices) >= MEDIUM_MIN_SLICE && grid_tiles * 2 * slices <= 2L * sms)
-        slices *= 2;
+    long slices = power_of_two_slices(grid_tiles, sms);
+    while (slices > 1 && k / slices < MEDIUM_MIN_SLICE) slices /= 2;
     return 10 * grid_tiles * slices >= 9L * sms ? (int)slices : 0;
 }
 

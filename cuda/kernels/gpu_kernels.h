@@ -98,12 +98,25 @@ void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, c
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
                    size_t n, float lr, float beta1, float beta2, float eps, gpu_step_end end);
 
-/* x[r] = pixels[i] * scale + shift, y[r] = labels[i] with i = order[cursor->first_row + r];
- * order == NULL means row r itself (a batch already gathered; cursor is then unused). pixels is
- * (at least) rows' worth of count×features. */
-void gpu_gather_normalize(cudaStream_t stream, const uint8_t *pixels, const uint8_t *labels,
-                          const int32_t *order, const pass_cursor *cursor, int rows,
-                          int features, float scale, float shift, float *x, uint8_t *y);
+/* Where a batch's samples are: the data set's pixels (count×features bytes) and labels, and,
+ * where order is not NULL, which of them: row r of the batch is sample
+ * order[cursor->first_row + ahead + r], for the rows before the pass's end (*pass_rows entries
+ * of order, on the device); ahead > 0 gathers a batch before the cursor has moved to it
+ * (gpu_feed.cu). order == NULL: row r is sample r (a batch already gathered; the rest unused). */
+typedef struct {
+    const uint8_t *pixels, *labels;
+    const int32_t *order;
+    const int32_t *pass_rows;
+    const pass_cursor *cursor;
+    int ahead;
+} gpu_batch_source;
+
+/* x[r] = pixels[i] * scale + shift, y[r] = labels[i] for the batch's rows r (source above): at
+ * most `rows`, fewer where the pass ends first; the rows of x and y past them are left as
+ * they were. max_blocks caps the grid (0: as many blocks as the rows need): a gather that runs
+ * beside other kernels takes the spare threads of a few multiprocessors, not all of them. */
+void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows, int features,
+                          float scale, float shift, float *x, uint8_t *y, unsigned max_blocks);
 
 /* ==== Benchmark kernels (mlp_bench): the dot product of y = sigmoid(w·x), and max pooling ==== */
 
