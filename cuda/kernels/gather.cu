@@ -10,7 +10,9 @@
  * slower at batch 512 (2.7 → 3.5 µs: the kernel's time is mostly the latency of its three
  * dependent loads, the cursor, the sample's index and its pixels). Otherwise a block's y-index
  * is a row of the batch, its threads run along the row's pixels, one each. Reads of a sample's
- * bytes and writes of its floats are coalesced either way. */
+ * bytes and writes of its floats are coalesced either way. A batch gathered ahead (gpu_feed.cu)
+ * is found past the cursor (source.ahead), stops at the pass's end, and runs in a capped grid,
+ * each thread taking several quads. */
 #include <climits>
 
 #include "../cuda_check.h"
@@ -21,7 +23,7 @@ namespace {
 
 constexpr unsigned THREADS = 256;
 
-/* x is rows×features; source.pixels count×features. The batch's rows: see batch_rows. The
+/* x is rows×features; source.pixels count×features; the batch's rows: find_batch. The
  * thread of a row's first pixel (quad) writes its label, loaded before the pixels are written,
  * which (bytes may alias anything) the compiler could not move it above: so its latency overlaps
  * theirs. */
