@@ -2,6 +2,7 @@
  * of a vector (a pass's per-sample losses and correct flags). No floating-point atomics: every
  * partial sum is combined in a fixed order, so the same input always gives the same bits. */
 #include "../cuda_check.h"
+#include "dependent_launch.cuh"
 #include "gpu_kernels.h"
 
 namespace {
@@ -30,13 +31,26 @@ __global__ void column_sums_kernel(const float *matrix, int rows, int cols, floa
 
 /* Sum of n floats in one block: each thread adds a strided slice (in double, so the long
  * slices of a 60000-sample pass lose nothing), then a shared-memory tree halves the partial
- * sums until one is left. One block suffices: this runs once per pass, not per step. */
+ * sums until one is left. One block suffices: this runs once per pass, not per step. A thread
+ * loads SUM_LOADS of its values before adding them, in the same order as one by one: the
+ * loads' latencies overlap instead of following each other (a pass of 60000: 8.1 µs a sum
+ * on an H200, loading one by one). */
 constexpr int SUM_THREADS = 1024;
+constexpr int SUM_LOADS = 8;
 
 __global__ void sum_kernel(const float *x, size_t n, float *result) {
     __shared__ double partial[SUM_THREADS];
+    wait_for_previous_kernel();
     double acc = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += SUM_THREADS) acc += x[i];
+    size_t i = threadIdx.x;
+    for (; i + (SUM_LOADS - 1) * SUM_THREADS < n; i += SUM_LOADS * SUM_THREADS) {
+        float values[SUM_LOADS];
+#pragma unroll
+        for (int l = 0; l < SUM_LOADS; l++) values[l] = x[i + l * SUM_THREADS];
+#pragma unroll
+        for (int l = 0; l < SUM_LOADS; l++) acc += values[l];
+    }
+    for (; i < n; i += SUM_THREADS) acc += x[i];
     partial[threadIdx.x] = acc;
     __syncthreads();
     for (int stride = SUM_THREADS / 2; stride > 0; stride /= 2) {
@@ -57,6 +71,5 @@ void gpu_column_sums(cudaStream_t stream, const float *matrix, int rows, int col
 }
 
 void gpu_sum(cudaStream_t stream, const float *x, size_t n, float *result) {
-    sum_kernel<<<1, SUM_THREADS, 0, stream>>>(x, n, result);
-    CUDA_CHECK_LAUNCH();
+    launch_dependent(sum_kernel, 1, SUM_THREADS, 0, stream, 1, x, n, result);
 }
