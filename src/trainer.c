@@ -27,15 +27,15 @@ enum { STEP_PARTS = 3 };
 /* Recorded steps are replayed as runs of several steps in one recording: each replay costs the
  * device a few µs before its first kernel starts (4.5–5.8 µs between two replayed one-step
  * graphs, measured on an H200), paid once per run instead of once per step. A pass replays, in
- * this order: full steps MAX_RUN_STEPS at a time, the full steps left over, the last batch. A
- * step recorded in parts is its own run. */
-enum { RUN_OF_FULL, REST_OF_FULL, LAST_STEP, RUN_KINDS };
+ * this order: full steps MAX_RUN_STEPS at a time, then the rest of the pass (the full steps
+ * left over and the last batch) as one run. A step recorded in parts is its own run. */
+enum { RUN_OF_FULL, REST_OF_PASS, RUN_KINDS };
 enum { MAX_RUN_STEPS = 32 };
 
 typedef struct {
-    int kind;     /* FULL_BATCH or LAST_BATCH */
-    long steps;   /* steps recorded one after another; 0: none */
-    long replays; /* per pass */
+    long full_steps; /* full-batch steps recorded one after another... */
+    bool last_batch; /* ...then the pass's last, shorter batch */
+    long replays;    /* per pass; 0: not recorded */
     recording *parts[STEP_PARTS]; /* parts 1 and 2 NULL when recorded whole */
 } recorded_run;
 
@@ -230,13 +230,23 @@ static void queue_step(trainer *t, int kind, phase_profile *profile) {
     queue_update(t, kind, profile);
 }
 
-/* How a pass's steps are cut into recorded runs (see recorded_run). */
+/* How a pass's steps are cut into recorded runs (see recorded_run). Where the full steps come
+ * out even, the rest of the pass takes the last run of them, so that the last batch does not
+ * cost a replay of its own (H200, batch 2048: 2.077 → 2.062 ms an epoch, same run). Recorded
+ * in parts, a run is one step (run = 1, so rest = 0). */
 static void plan_runs(trainer *t, bool in_parts) {
-    long full = t->plan.steps - (t->plan.batch_rows[LAST_BATCH] ? 1 : 0);
+    bool last = t->plan.batch_rows[LAST_BATCH] != 0;
+    long full = t->plan.steps - (last ? 1 : 0);
     long run = in_parts || full < 1 ? 1 : full < MAX_RUN_STEPS ? full : MAX_RUN_STEPS;
-    t->runs[RUN_OF_FULL] = (recorded_run){FULL_BATCH, full ? run : 0, full / run, {NULL}};
-    t->runs[REST_OF_FULL] = (recorded_run){FULL_BATCH, full % run, 1, {NULL}};
-    t->runs[LAST_STEP] = (recorded_run){LAST_BATCH, t->plan.batch_rows[LAST_BATCH] ? 1 : 0, 1, {NULL}};
+    long runs = full / run, rest = full % run;
+    if (last && rest == 0 && runs > 0 && !in_parts) runs--, rest = run;
+    t->runs[RUN_OF_FULL] = (recorded_run){run, false, runs, {NULL}};
+    t->runs[REST_OF_PASS] = (recorded_run){rest, last, rest || last ? 1 : 0, {NULL}};
+}
+
+static void queue_run(trainer *t, const recorded_run *run) {
+    for (long step = 0; step < run->full_steps; step++) queue_step(t, FULL_BATCH, NULL);
+    if (run->last_batch) queue_step(t, LAST_BATCH, NULL);
 }
 
 static void record_steps(trainer *t) {
@@ -245,20 +255,21 @@ static void record_steps(trainer *t) {
     plan_runs(t, in_parts);
     for (int r = 0; r < RUN_KINDS; r++) {
         recorded_run *run = &t->runs[r];
-        if (run->steps == 0) continue;
+        if (run->replays == 0) continue;
         be->record_begin(be);
         if (!in_parts) {
-            for (long step = 0; step < run->steps; step++) queue_step(t, run->kind, NULL);
+            queue_run(t, run);
             run->parts[0] = be->record_end(be);
             continue;
         }
-        queue_gradients(t, run->kind, NULL);
+        int kind = run->last_batch ? LAST_BATCH : FULL_BATCH;
+        queue_gradients(t, kind, NULL);
         run->parts[0] = be->record_end(be);
         be->record_begin(be);
         queue_all_reduce(t, NULL);
         run->parts[1] = be->record_end(be);
         be->record_begin(be);
-        queue_update(t, run->kind, NULL);
+        queue_update(t, kind, NULL);
         run->parts[2] = be->record_end(be);
     }
 }
@@ -397,11 +408,11 @@ static void replay_steps(trainer *t) {
     long done = 0;
     for (int r = 0; r < RUN_KINDS; r++) {
         const recorded_run *run = &t->runs[r];
-        for (long replay = 0; run->steps && replay < run->replays; replay++) {
+        for (long replay = 0; replay < run->replays; replay++) {
             nvtx_range_push("steps");
             replay_run(t, run);
             nvtx_range_pop();
-            done += run->steps;
+            done += run->full_steps + (run->last_batch ? 1 : 0);
             progress_step(&t->progress, done);
         }
     }
