@@ -64,7 +64,8 @@ size_t stage_bytes(const batch_feed *f, int rows) {
 bool pinned(const batch_feed *f) { return f->options.placement == DATA_HOST_PINNED; }
 
 void create_batch_buffer(batch_feed *f, int b) {
-    f->x[b] = static_cast<float *>(gpu_alloc_or_exit((size_t)f->max_rows * f->data->features * sizeof(float)));
+    const size_t floats = (size_t)f->max_rows * f->data->features;
+    f->x[b] = static_cast<float *>(gpu_alloc_or_exit(floats * sizeof(float)));
     f->y[b] = static_cast<uint8_t *>(gpu_alloc_or_exit(f->max_rows));
 }
 
@@ -137,7 +138,8 @@ void copy_stage(batch_feed *f, int b, int rows, cudaStream_t stream) {
 void convert_stage(batch_feed *f, int b, int rows) {
     const dataset *d = f->data;
     const uint8_t *pixels = f->device_stage[b];
-    const gpu_batch_source staged = {pixels, pixels + (size_t)rows * d->features, nullptr, nullptr, nullptr, 0};
+    const gpu_batch_source staged = {pixels, pixels + (size_t)rows * d->features, nullptr, nullptr,
+                                     nullptr, 0};
     gpu_gather_normalize(gpu_of(f->be)->stream, staged, rows, d->features, d->scale, d->shift,
                          f->x[0], f->y[0], 0);
 }

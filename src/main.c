@@ -209,7 +209,8 @@ static bool check_device_memory(const run_state *s, char *err) {
     if (o->feed.placement == DATA_RESIDENT) {
         memory_plan_add(&plan, "the data set",
                         ((size_t)train_count + s->test.count) * (s->test.features + 1));
-        /* each resident feed gathers the next batch ahead into a second buffer (gpu_feed.cu) */
+        /* tiled and fused gather the next batch ahead into a second buffer (gpu_feed.cu); counted
+         * for every implementation, as the most a run can need */
         size_t test_rows = (size_t)(o->batch > EVAL_ROWS ? o->batch : EVAL_ROWS);
         size_t train_rows = train_count ? (size_t)o->batch : 0;
         memory_plan_add(&plan, "batches gathered ahead",

@@ -216,7 +216,8 @@ static void check_resident_feed(uint64_t seed) {
     const int features = data.features;
     batch_feed *feed = be->feed_create(be, &data, MAX_ROWS, (feed_options){DATA_RESIDENT, false});
     pass_cursor *cursor = be->alloc(be, sizeof(pass_cursor));
-    float *x = malloc(sizeof(float) * MAX_ROWS * features), *want_x = malloc(sizeof(float) * MAX_ROWS * features);
+    float *x = malloc(sizeof(float) * MAX_ROWS * features);
+    float *want_x = malloc(sizeof(float) * MAX_ROWS * features);
     for (int pass = 0; pass < 2; pass++) {
         int32_t order[SAMPLES];
         rng shuffle = rng_create(seed, 2000u + (uint64_t)pass);

@@ -6,13 +6,13 @@
  * batch of 512 on an H200, in the trace before that change). The threads run over the batch's
  * quads as one flat range (row = quad / quads a row), so that no thread idles: with a block
  * per row, 196 quads left 60 of 256 threads with nothing to do (4.99 µs a batch of 2048, the
- * trace of 2026-11-24 14:11 UTC; an epoch at batch 2048 went 2.132 → 2.127 ms). Sixteen pixels a thread in 98 blocks instead of 512 was
- * slower at batch 512 (2.7 → 3.5 µs: the kernel's time is mostly the latency of its three
- * dependent loads, the cursor, the sample's index and its pixels). Otherwise a block's y-index
- * is a row of the batch, its threads run along the row's pixels, one each. Reads of a sample's
- * bytes and writes of its floats are coalesced either way. A batch gathered ahead (gpu_feed.cu)
- * is found past the cursor (source.ahead), stops at the pass's end, and runs in a capped grid,
- * each thread taking several quads. */
+ * trace of 2026-11-24 14:11 UTC; an epoch at batch 2048 went 2.132 → 2.127 ms). Sixteen pixels
+ * a thread in 98 blocks instead of 512 was slower at batch 512 (2.7 → 3.5 µs: the kernel's
+ * time is mostly the latency of its three dependent loads, the cursor, the sample's index and
+ * its pixels). Otherwise a block's y-index is a row of the batch, its threads run along the
+ * row's pixels, one each. Reads of a sample's bytes and writes of its floats are coalesced
+ * either way. A batch gathered ahead (gpu_feed.cu) is found past the cursor (source.ahead),
+ * stops at the pass's end, and runs in a capped grid, each thread taking several quads. */
 #include <climits>
 
 #include "../cuda_check.h"

