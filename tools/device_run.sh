@@ -29,7 +29,7 @@
 #   example   the README's line: mlp_train --impl tiled --batch 512 (3 epochs)
 #   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU (tools/compare.py)
 #   threads   the CPU thread-scaling study (docs/performance.md): the machine (cores, SMT, caches,
-#             OpenBLAS builds), GEMM GFLOP/s at 1 and all threads (2048^3 and the MLP's shapes),
+#             OpenBLAS builds, the FP32 FMA peak on 1..all threads), GEMM GFLOP/s at 1 and all threads (2048^3 and the MLP's shapes),
 #             a tiled step's operations in sequence and alone (cpu_step_ops, 2 and all threads),
 #             then each CPU implementation at 1, 2, 4, 8, 16 threads (batch 512, 4 epochs,
 #             median of the last 3) with the --profile split and the Amdahl fit, PyTorch at 1
@@ -363,6 +363,9 @@ stage_threads() {
         echo "OpenBLAS builds installed: $(ls -d /usr/lib/*-linux-gnu/openblas-*/ 2>/dev/null | xargs -n1 basename | tr '\n' ' ')"
         echo "mlp_train loads: $(ldd "$mlp" | grep -o 'libopenblas[^ ]* => [^ ]*')"
     } | tee "$out/threads_machine.txt"
+    # the FMA units' own scaling: the ceiling for the GEMMs' (and the epochs') below
+    "$build/cpu_fma_peak" | tee -a "$out/threads_machine.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     # what one GEMM reaches, alone: the ceiling for the epochs' scaling below
     for t in 1 "$all"; do
         "$build/mlp_bench" gemm --device cpu --threads "$t" --sizes 2048 --impl tiled,blas --quiet \
