@@ -44,7 +44,8 @@ enum { LANES = 16 };
 
 enum { CHUNK_ROWS = 16 };
 
-enum { MAX_CLASSES = CPU_OUTPUT_LAYER_MAX_CLASSES }; /* a multiple of LANES */
+enum { MAX_CLASSES = CPU_OUTPUT_LAYER_MAX_CLASSES };
+_Static_assert(MAX_CLASSES % LANES == 0, "a chunk's rows of logits hold whole tiles of classes");
 
 static inline float multiply_add(float x, float y, float sum) {
 #ifdef FP_FAST_FMAF
@@ -118,13 +119,14 @@ static inline void delta_tile(const float (*dl)[MAX_CLASSES], int classes,
         for (int j = 0; j < LANES; j++) sums[g][j] = acc[g][j];
 }
 
-/* sums[g][j] = Σ_r h[r][g] · dl[r][j], r = 0..rows−1 in order (h: row stride in). */
+/* sums[g][j] = Σ_r h[r][g] · dl[r][cb + j], r = 0..rows−1 in order (h: row stride in). */
 static inline void weight_grad_tile(const float *restrict h, int in, int rows, int group,
-                                    const float (*dl)[MAX_CLASSES], float sums[GROUP][LANES]) {
+                                    const float (*dl)[MAX_CLASSES], int cb,
+                                    float sums[GROUP][LANES]) {
     float acc[GROUP][LANES] = {{0.0f}};
     for (int r = 0; r < rows; r++) {
         const float *restrict hr = h + (size_t)r * in;
-        const float *restrict d = dl[r];
+        const float *restrict d = dl[r] + cb;
 #pragma GCC unroll 8
         for (int g = 0; g < group; g++) {
             float a = hr[g];
@@ -197,12 +199,11 @@ static void chunk_weight_grad(layer_size s, const float *h, int rows,
     for (int k0 = 0; k0 < s.H;) {
         int group = s.H - k0 >= GROUP ? GROUP : 1;
         for (int cb = 0; cb < s.CP; cb += LANES) {
-            const float(*dl_block)[MAX_CLASSES] = (const float(*)[MAX_CLASSES])(dl[0] + cb);
             float sums[GROUP][LANES];
             if (group == GROUP)
-                weight_grad_tile(h + k0, s.H, rows, GROUP, dl_block, sums);
+                weight_grad_tile(h + k0, s.H, rows, GROUP, dl, cb, sums);
             else
-                weight_grad_tile(h + k0, s.H, rows, 1, dl_block, sums);
+                weight_grad_tile(h + k0, s.H, rows, 1, dl, cb, sums);
             for (int g = 0; g < group; g++)
                 for (int j = 0; j < LANES; j++) dw[(size_t)(k0 + g) * s.CP + cb + j] = sums[g][j];
         }
