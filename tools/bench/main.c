@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cblas.h> /* OpenBLAS's: openblas_get_corename */
 
@@ -493,6 +494,20 @@ static bool write_outputs(const bench_options *o, const results *r) {
     return ok;
 }
 
+/* OpenBLAS's pthreads build starts its thread pool when the library loads, and the threads
+ * spin, waiting for work, for about 0.13 s (2^28 clock ticks, OPENBLAS_THREAD_TIMEOUT=28)
+ * before they sleep. The first CPU rows, measured in that time, shared the cores with them: on
+ * 16 cores the naive 16³ product took 16 ms a call instead of a few µs. So, with that build,
+ * the CPU rows wait until the pool sleeps (bench_gemm.c measures OpenBLAS's own rows last, for
+ * the same reason). */
+#define OPENBLAS_POOL_SETTLE_S 0.25
+
+static void let_openblas_pool_settle(const bench_options *o) {
+    if (!o->run_cpu || !openblas_has_own_threads()) return;
+    struct timespec pause = {0, (long)(OPENBLAS_POOL_SETTLE_S * 1e9)};
+    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) continue;
+}
+
 int main(int argc, char **argv) {
     bench_options o;
     parse_state st = {0};
@@ -504,6 +519,7 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(o.threads);
     openblas_threads(o.threads);
+    let_openblas_pool_settle(&o);
 
     results r;
     results_init(&r, st.bench->name);
