@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cblas.h> /* OpenBLAS's: openblas_get_corename */
 
 #include "bench.h"
 #include "gpu_bench.h"
 #include "openblas_gemm.h"
+#include "wall_clock.h"
 
 static const char USAGE[] = /* continued below */
     "Usage: mlp_bench gemm|dot|maxpool [OPTIONS]\n"
@@ -494,18 +494,18 @@ static bool write_outputs(const bench_options *o, const results *r) {
     return ok;
 }
 
-/* OpenBLAS's pthreads build starts its thread pool when the library loads, and the threads
- * spin, waiting for work, for about 0.13 s (2^28 clock ticks, OPENBLAS_THREAD_TIMEOUT=28)
- * before they sleep. The first CPU rows, measured in that time, shared the cores with them: on
- * 16 cores the naive 16³ product took 16 ms a call instead of a few µs. So, with that build,
- * the CPU rows wait until the pool sleeps (bench_gemm.c measures OpenBLAS's own rows last, for
- * the same reason). */
-#define OPENBLAS_POOL_SETTLE_S 0.25
+/* The first parallel regions of a process ran a thousand times slow on the 16-core virtual
+ * machine, for about 0.1 s (naive 16³ and 32³: 12 and 8 ms a call, multiples of the 4 ms
+ * scheduler tick, whichever implementation came first; waiting 0.25 s before did not help). A
+ * region that keeps the whole team busy for TEAM_WARM_UP_S first, before any row is timed,
+ * gives the threads their cores. */
+#define TEAM_WARM_UP_S 0.2
 
-static void let_openblas_pool_settle(const bench_options *o) {
-    if (!o->run_cpu || !openblas_has_own_threads()) return;
-    struct timespec pause = {0, (long)(OPENBLAS_POOL_SETTLE_S * 1e9)};
-    while (nanosleep(&pause, &pause) != 0 && errno == EINTR) continue;
+static void warm_up_team(const bench_options *o) {
+    if (!o->run_cpu) return;
+    double end = wall_seconds() + TEAM_WARM_UP_S;
+#pragma omp parallel
+    while (wall_seconds() < end) continue;
 }
 
 int main(int argc, char **argv) {
@@ -519,7 +519,6 @@ int main(int argc, char **argv) {
     }
     omp_set_num_threads(o.threads);
     openblas_threads(o.threads);
-    let_openblas_pool_settle(&o);
 
     results r;
     results_init(&r, st.bench->name);
@@ -529,6 +528,7 @@ int main(int argc, char **argv) {
     snprintf(r.blas_core, sizeof r.blas_core, "%s", openblas_get_corename());
     r.with_transfer = o.with_transfer;
     if (!open_devices(st.devices, &o, &r)) return 1;
+    warm_up_team(&o);
     st.bench->run(&o, &r);
     close_devices(&o);
 
