@@ -22,9 +22,11 @@ enum { GATHER_PREFETCH_ROWS = 8 };
 /* The optimizers run over the parameters a cache line at a time and ask for the line this far
  * ahead to be fetched for writing. In a step, every thread has just read all of W1 (the forward
  * GEMM multiplies its rows of the batch by all of it), so each line an update writes is held by
- * the other cores' caches, and the write must first take it from them: a few lines at a
- * time, as the stores reach them, without the hint (8× slower than the same update alone on 16 cores, the
- * cache traffic docs/performance.md measures); with it, many lines are on their way at once. */
+ * the other cores' caches, and the write must first take it from them: a few lines at a time,
+ * as the stores reach them, without the hint (the update ran 5-8× slower in a step than alone on
+ * 16 cores). With it, more lines can be on their way at once: on the 2-core development machine
+ * the update in a step went 174 → 36 µs, on the 16-core H100 host 101 → 60-97 µs, and on the
+ * H200 host it made no difference (docs/performance.md). */
 enum { LINE_FLOATS = 16 };
 enum { UPDATE_PREFETCH_FLOATS = 16 * LINE_FLOATS };
 
