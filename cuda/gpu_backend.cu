@@ -448,11 +448,15 @@ void gpu_join_output_sums(gpu_state *gpu) {
     gpu->sums_pending = false;
 }
 
-void gpu_join_side_streams(gpu_state *gpu) {
-    gpu_join_output_sums(gpu);
+void gpu_join_batch_ahead(gpu_state *gpu) {
     if (!gpu->batch_pending) return;
     CUDA_CHECK(cudaStreamWaitEvent(gpu->stream, gpu->batch_ready, 0));
     gpu->batch_pending = false;
+}
+
+void gpu_join_side_streams(gpu_state *gpu) {
+    gpu_join_output_sums(gpu);
+    gpu_join_batch_ahead(gpu);
 }
 
 void *gpu_alloc_or_exit(size_t bytes) {

@@ -217,10 +217,7 @@ batch_view next_resident(batch_feed *f, int rows, const pass_cursor *cursor) {
         gather_resident(f, gpu->stream, b, rows, cursor, 0, 0);
         if (!last) gather_resident(f, gpu->stream, b ^ 1, f->max_rows, cursor, rows, 0);
     } else {
-        if (gpu->batch_pending) {
-            CUDA_CHECK(cudaStreamWaitEvent(gpu->stream, gpu->batch_ready, 0));
-            gpu->batch_pending = false;
-        }
+        gpu_join_batch_ahead(gpu);
         if (!last) gather_beside(f, b ^ 1, cursor, rows);
     }
     f->next_buffer = b ^ 1;

@@ -69,6 +69,10 @@ void gpu_feed_destroy(batch_feed *feed);
  * their scratch is written again. */
 void gpu_join_output_sums(gpu_state *gpu);
 
+/* Makes the stream wait for the batch gathered ahead on feed_stream, if it is still pending:
+ * before the step that reads it (gpu_feed.cu). */
+void gpu_join_batch_ahead(gpu_state *gpu);
+
 /* Makes the stream wait for everything running beside it (the output layer's sums, a batch
  * gathered ahead): before anything that reads the gradients (the update, an all-reduce, a
  * download), moves a pass cursor (which a gather ahead reads), or waits for the device, and

@@ -64,6 +64,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cpu_tiles.h" /* before any function: its pragma covers them all */
+
 /* Block sizes, in floats; the tuning knobs of this file.
  *   MR×NR  register tile: MR*NR/W accumulators, NR/W vectors of B and one broadcast of A must
  *          fit in the vector register file (W = floats per vector).
@@ -77,11 +79,7 @@
  * With AVX2 it does not for 6×16 (it interchanges the loops and runs 10x slower), hence 4×24
  * there; after any change, check the micro-kernel's loop in the assembly (no stack traffic)
  * and time it. */
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-/* gcc's tuning for recent Intel cores (gcc 13 -march=native on Sapphire/Emerald Rapids) prefers
- * 256-bit vectors even where AVX-512 exists; this file is all FMAs, and they do twice the work
- * at 512 bits. Only a hint for the vectorizer: no intrinsics, and the code stays plain C. */
-#pragma GCC target("prefer-vector-width=512")
+#if CPU_TILES_AVX512
 enum { MR = 6, NR = 64 }; /* 32 registers of 16 floats: 24 accumulators + 4 B + 1 A */
 #else
 /* AVX2: 16 registers of 8 floats: 12 accumulators + 3 B + 1 A. Also the tile for builds without
@@ -98,22 +96,6 @@ enum { KC_MAX = 512, NC_MAX = 256 / NR * NR };
 enum { PACK_ROWS = 64 };
 
 enum { BUFFER_ALIGNMENT = 64 }; /* one cache line; also the width of an AVX-512 vector */
-
-static inline float multiply_add(float x, float y, float sum) {
-#ifdef FP_FAST_FMAF
-    return fmaf(x, y, sum);
-#else
-    return sum + x * y;
-#endif
-}
-
-static inline int min_int(int x, int y) { return x < y ? x : y; }
-
-static inline int max_int(int x, int y) { return x > y ? x : y; }
-
-static inline int round_up(int x, int step) { return (x + step - 1) / step * step; }
-
-static inline int ceil_div(int x, int y) { return (x + y - 1) / y; }
 
 /* The step that cuts total into as few pieces of at most max_step as possible, all about the
  * same size and a multiple of granule (when max_step is): K = 784 becomes 2 × 392, not

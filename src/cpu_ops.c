@@ -30,12 +30,17 @@ enum { GATHER_PREFETCH_ROWS = 8 };
 enum { LINE_FLOATS = 16 };
 enum { UPDATE_PREFETCH_FLOATS = 16 * LINE_FLOATS };
 
-/* The hint for the line UPDATE_PREFETCH_FLOATS after element `first`: the parameter for
- * writing, the gradient for reading. A GCC/clang builtin (prefetchw on x86), no intrinsics. */
-static inline void prefetch_update_ahead(float *param, const float *grad, size_t first, size_t n) {
-    if (first + UPDATE_PREFETCH_FLOATS >= n) return;
-    __builtin_prefetch(param + first + UPDATE_PREFETCH_FLOATS, 1);
-    __builtin_prefetch(grad + first + UPDATE_PREFETCH_FLOATS, 0);
+/* Elements [first, returned end) of n are the optimizer's line `line`. Asks for the line
+ * UPDATE_PREFETCH_FLOATS after it: the parameter for writing, the gradient for reading (a
+ * GCC/clang builtin, prefetchw on x86; no intrinsics). */
+static inline size_t update_line(float *param, const float *grad, size_t line, size_t n,
+                                 size_t *first) {
+    *first = line * LINE_FLOATS;
+    if (*first + UPDATE_PREFETCH_FLOATS < n) {
+        __builtin_prefetch(param + *first + UPDATE_PREFETCH_FLOATS, 1);
+        __builtin_prefetch(grad + *first + UPDATE_PREFETCH_FLOATS, 0);
+    }
+    return *first + LINE_FLOATS < n ? *first + LINE_FLOATS : n;
 }
 
 void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ldz, bool relu) {
@@ -126,8 +131,7 @@ void cpu_sgd_momentum_step(float *restrict param, float *restrict velocity,
     size_t lines = (n + LINE_FLOATS - 1) / LINE_FLOATS;
 #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMENTS)
     for (size_t line = 0; line < lines; line++) {
-        size_t first = line * LINE_FLOATS, end = first + LINE_FLOATS < n ? first + LINE_FLOATS : n;
-        prefetch_update_ahead(param, grad, first, n);
+        size_t first, end = update_line(param, grad, line, n, &first);
         for (size_t i = first; i < end; i++) {
             velocity[i] = momentum * velocity[i] + grad[i];
             param[i] -= lr * velocity[i];
@@ -143,8 +147,7 @@ void cpu_adam_step(float *restrict param, float *restrict m, float *restrict v,
     size_t lines = (n + LINE_FLOATS - 1) / LINE_FLOATS;
 #pragma omp parallel for schedule(static) if (n >= PARALLEL_MIN_ELEMENTS)
     for (size_t line = 0; line < lines; line++) {
-        size_t first = line * LINE_FLOATS, end = first + LINE_FLOATS < n ? first + LINE_FLOATS : n;
-        prefetch_update_ahead(param, grad, first, n);
+        size_t first, end = update_line(param, grad, line, n, &first);
         for (size_t i = first; i < end; i++) {
             m[i] = beta1 * m[i] + (1.0f - beta1) * grad[i];
             v[i] = beta2 * v[i] + (1.0f - beta2) * grad[i] * grad[i];

@@ -27,13 +27,10 @@
  * logit (one vector's sums, added up lane by lane: a chain of dependent adds), 0.87 µs a row. */
 #include "cpu_output_layer.h"
 
-#include <math.h>
-
 #include "cpu_ops.h"
+#include "cpu_tiles.h" /* before any function: its pragma covers them all */
 
-#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-/* As in cpu_gemm_tiled.c: gcc's tuning for recent Intel cores prefers 256-bit vectors. */
-#pragma GCC target("prefer-vector-width=512")
+#if CPU_TILES_AVX512
 enum { GROUP = 8 }; /* 8 accumulators of one 512-bit vector: enough to keep two FMA units busy */
 #else
 enum { GROUP = 4 }; /* 4 × 2 vectors of 256 bits: 8 of the 16 registers */
@@ -46,18 +43,6 @@ enum { CHUNK_ROWS = 16 };
 
 enum { MAX_CLASSES = CPU_OUTPUT_LAYER_MAX_CLASSES };
 _Static_assert(MAX_CLASSES % LANES == 0, "a chunk's rows of logits hold whole tiles of classes");
-
-static inline float multiply_add(float x, float y, float sum) {
-#ifdef FP_FAST_FMAF
-    return fmaf(x, y, sum);
-#else
-    return sum + x * y;
-#endif
-}
-
-static inline int min_int(int x, int y) { return x < y ? x : y; }
-
-static int round_up(int x, int step) { return (x + step - 1) / step * step; }
 
 static int chunks_of(int rows) { return (rows + CHUNK_ROWS - 1) / CHUNK_ROWS; }
 
