@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tool_args.h"
 #include "wall_clock.h"
 
 #if defined(__AVX512F__)
@@ -65,10 +66,14 @@ static double peak_gflops(int threads) {
     return best;
 }
 
+static int usage(const char *message) {
+    fprintf(stderr, "cpu_fma_peak: %s\nUsage: cpu_fma_peak [--threads N]\n", message);
+    return 2;
+}
+
 int main(int argc, char **argv) {
     int max_threads = omp_get_max_threads();
     for (int i = 1; i < argc; i++) {
-        char *end = NULL;
         if (strcmp(argv[i], "--help") == 0) {
             printf("Usage: cpu_fma_peak [--threads N]\n"
                    "FP32 multiply-add peak (registers only) on 1, 2, 4, ... N threads (default:\n"
@@ -76,18 +81,9 @@ int main(int argc, char **argv) {
                    "thread scaling (docs/performance.md).\n");
             return 0;
         }
-        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
-            long n = strtol(argv[++i], &end, 10);
-            if (*argv[i] != '\0' && *end == '\0' && n >= 1 && n <= 4096) {
-                max_threads = (int)n;
-                continue;
-            }
-        }
-        fprintf(stderr, "cpu_fma_peak: %s\nUsage: cpu_fma_peak [--threads N]\n",
-                strcmp(argv[i], "--threads") == 0 || strcmp(argv[i - 1], "--threads") == 0
-                    ? "--threads wants a whole number from 1 to 4096"
-                    : "unknown option");
-        return 2;
+        if (strcmp(argv[i], "--threads") != 0) return usage("unknown option");
+        if (i + 1 == argc || !parse_count(argv[++i], 1, 4096, &max_threads))
+            return usage("--threads wants a whole number from 1 to 4096");
     }
     printf("cpu_fma_peak: %d-float vectors, %d chains a thread; GFLOP/s, best of %d runs\n",
            VECTOR_FLOATS, CHAINS, ROUNDS);

@@ -23,6 +23,7 @@
 #include "cpu_output_layer.h"
 #include "model.h"
 #include "rng.h"
+#include "tool_args.h"
 #include "wall_clock.h"
 
 enum { SAMPLES = 60000, FEATURES = 784, HIDDEN = 256, CLASSES = 10 };
@@ -162,14 +163,6 @@ static int usage(const char *message) {
     fprintf(stderr, "cpu_step_ops: %s\nUsage: cpu_step_ops [--threads N] [--batch B] [--steps S]\n",
             message);
     return 2;
-}
-
-static bool parse_count(const char *text, int low, int high, int *out) {
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || v < low || v > high) return false;
-    *out = (int)v;
-    return true;
 }
 
 int main(int argc, char **argv) {
