@@ -72,54 +72,42 @@ size_t cpu_output_layer_scratch_floats(int max_rows, int in, int classes) {
  * `unroll` on the group's loop, gcc 12 vectorized across the group instead (a gather per row
  * of the tile), and the layer ran 4× slower than the version before the tiles. */
 
-/* sums[g][j] = Σ_k h[g][k] · wp[k][j], k = 0..in−1 in order (h: row stride in; wp: cp). */
-static inline void logits_tile(const float *restrict h, int in, int group,
-                               const float *restrict wp, int cp, float sums[GROUP][LANES]) {
+/* sums[g][j] = Σ_k a[g·group_stride + k·depth_stride] · b[k·b_stride + j], k = 0..depth−1 in
+ * order: the one tile of the three products, which differ only in their strides. */
+static inline void tile(const float *restrict a, size_t group_stride, size_t depth_stride,
+                        int depth, int group, const float *restrict b, size_t b_stride,
+                        float sums[GROUP][LANES]) {
     float acc[GROUP][LANES] = {{0.0f}};
-    for (int k = 0; k < in; k++) {
-        const float *restrict w = wp + (size_t)k * cp;
+    for (int k = 0; k < depth; k++) {
+        const float *restrict ak = a + (size_t)k * depth_stride;
+        const float *restrict bk = b + (size_t)k * b_stride;
 #pragma GCC unroll 8
         for (int g = 0; g < group; g++) {
-            float a = h[(size_t)g * in + k];
-            for (int j = 0; j < LANES; j++) acc[g][j] = multiply_add(a, w[j], acc[g][j]);
+            float value = ak[(size_t)g * group_stride];
+            for (int j = 0; j < LANES; j++) acc[g][j] = multiply_add(value, bk[j], acc[g][j]);
         }
     }
     for (int g = 0; g < group; g++)
         for (int j = 0; j < LANES; j++) sums[g][j] = acc[g][j];
 }
 
-/* sums[g][j] = Σ_c dl[g][c] · wt[c][j], c = 0..classes−1 in order (wt: row stride hp). */
-static inline void delta_tile(const float (*dl)[MAX_CLASSES], int classes,
-                              const float *restrict wt, int hp, float sums[GROUP][LANES]) {
-    float acc[GROUP][LANES] = {{0.0f}};
-    for (int c = 0; c < classes; c++) {
-        const float *restrict w = wt + (size_t)c * hp;
-#pragma GCC unroll 8
-        for (int g = 0; g < GROUP; g++) {
-            float a = dl[g][c];
-            for (int j = 0; j < LANES; j++) acc[g][j] = multiply_add(a, w[j], acc[g][j]);
-        }
-    }
-    for (int g = 0; g < GROUP; g++)
-        for (int j = 0; j < LANES; j++) sums[g][j] = acc[g][j];
+/* logits: sums[g][j] = Σ_k h[g][k] · wp[k][j] (h: row stride in; wp: cp). */
+static inline void logits_tile(const float *h, int in, int group, const float *wp, int cp,
+                               float sums[GROUP][LANES]) {
+    tile(h, (size_t)in, 1, in, group, wp, (size_t)cp, sums);
 }
 
-/* sums[g][j] = Σ_r h[r][g] · dl[r][cb + j], r = 0..rows−1 in order (h: row stride in). */
-static inline void weight_grad_tile(const float *restrict h, int in, int rows, int group,
+/* dh: sums[g][j] = Σ_c dl[g][c] · wt[c][j] (wt: row stride hp). */
+static inline void delta_tile(const float (*dl)[MAX_CLASSES], int classes, const float *wt,
+                              int hp, float sums[GROUP][LANES]) {
+    tile(dl[0], MAX_CLASSES, 1, classes, GROUP, wt, (size_t)hp, sums);
+}
+
+/* dW: sums[g][j] = Σ_r h[r][g] · dl[r][cb + j] (h: row stride in). */
+static inline void weight_grad_tile(const float *h, int in, int rows, int group,
                                     const float (*dl)[MAX_CLASSES], int cb,
                                     float sums[GROUP][LANES]) {
-    float acc[GROUP][LANES] = {{0.0f}};
-    for (int r = 0; r < rows; r++) {
-        const float *restrict hr = h + (size_t)r * in;
-        const float *restrict d = dl[r] + cb;
-#pragma GCC unroll 8
-        for (int g = 0; g < group; g++) {
-            float a = hr[g];
-            for (int j = 0; j < LANES; j++) acc[g][j] = multiply_add(a, d[j], acc[g][j]);
-        }
-    }
-    for (int g = 0; g < group; g++)
-        for (int j = 0; j < LANES; j++) sums[g][j] = acc[g][j];
+    tile(h, 1, (size_t)in, rows, group, dl[0] + cb, MAX_CLASSES, sums);
 }
 
 /* ---- one chunk of rows ---- */
