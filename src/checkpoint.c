@@ -2,14 +2,15 @@
 #define _POSIX_C_SOURCE 200809L
 #include "checkpoint.h"
 
+#include "atomic_file.h"
+
 #include <errno.h>
-#include <fcntl.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 static const char MAGIC[8] = {'M', 'L', 'P', 'C', 'K', 'P', 'T', '\0'};
@@ -142,67 +143,10 @@ bool checkpoint_write(FILE *out, const checkpoint *c) {
     return ok;
 }
 
-/* Writes c into a new file at temp and forces it to the disk; on failure removes temp and
- * explains. */
-static bool write_durably(const char *path, const char *temp, const checkpoint *c, char *err,
-                          size_t err_size) {
-    FILE *f = fopen(temp, "wb");
-    if (!f) {
-        snprintf(err, err_size, "%s: cannot create its temporary file %s: %s", path, temp,
-                 strerror(errno));
-        return false;
-    }
-    bool ok = checkpoint_write(f, c) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        saved = errno;
-    }
-    if (!ok) {
-        snprintf(err, err_size, "%s: cannot write: %s", temp, strerror(saved));
-        remove(temp);
-    }
-    return ok;
-}
-
-static bool replace(const char *temp, const char *path, char *err, size_t err_size) {
-    if (rename(temp, path) == 0) return true;
-    snprintf(err, err_size, "%s: cannot replace: %s", path, strerror(errno));
-    remove(temp);
-    return false;
-}
-
-/* Forces a rename in path's directory to the disk (fsync on the directory). File systems that
- * cannot sync a directory (EINVAL) have nothing more to do. */
-static bool sync_directory_of(const char *path, char *err, size_t err_size) {
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) {
-        snprintf(err, err_size, "%s: out of host memory", path);
-        return false;
-    }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    bool ok = fd >= 0 && (fsync(fd) == 0 || errno == EINVAL);
-    if (!ok)
-        snprintf(err, err_size, "%s: written, but its directory %s cannot be synced: %s", path, dir,
-                 strerror(errno));
-    if (fd >= 0) close(fd);
-    free(dir);
-    return ok;
-}
+static bool write_checkpoint(FILE *out, const void *c) { return checkpoint_write(out, c); }
 
 bool checkpoint_save(const char *path, const checkpoint *c, char *err, size_t err_size) {
-    size_t temp_size = strlen(path) + sizeof CHECKPOINT_TEMP_INFIX + 24;
-    char *temp = malloc(temp_size);
-    if (!temp) {
-        snprintf(err, err_size, "%s: out of host memory", path);
-        return false;
-    }
-    snprintf(temp, temp_size, "%s" CHECKPOINT_TEMP_INFIX "%ld", path, (long)getpid());
-    bool ok = write_durably(path, temp, c, err, err_size) && replace(temp, path, err, err_size) &&
-              sync_directory_of(path, err, err_size);
-    free(temp);
-    return ok;
+    return atomic_file_write(path, write_checkpoint, c, err, err_size);
 }
 
 /* ---- loading ---- */
@@ -297,6 +241,20 @@ static bool parse_header(byte_reader *r, checkpoint *c, const char *path, char *
     return true;
 }
 
+/* A checksum proves the file is what was written, not that it is worth loading: a run that
+ * diverged is never saved, but a file written by another tool could hold NaN or infinities. */
+static bool check_finite(const char *path, const char *what, const float *values, size_t n,
+                         char *err, size_t err_size) {
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(values[i])) {
+            snprintf(err, err_size, "%s: %s %zu is %g: the checkpoint holds no usable model", path,
+                     what, i, values[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
 bool checkpoint_load(const char *path, checkpoint *c, char *err, size_t err_size) {
     memset(c, 0, sizeof *c);
     uint8_t *bytes;
@@ -326,7 +284,9 @@ bool checkpoint_load(const char *path, checkpoint *c, char *err, size_t err_size
     }
     get_floats(&r, c->params, c->shape.param_count);
     get_floats(&r, c->state, c->shape.param_count * (size_t)c->state_arrays);
-    ok = true;
+    ok = check_finite(path, "parameter", c->params, c->shape.param_count, err, err_size) &&
+         check_finite(path, "optimizer state value", c->state,
+                      c->shape.param_count * (size_t)c->state_arrays, err, err_size);
 done:
     free(bytes);
     if (!ok) checkpoint_free(c);

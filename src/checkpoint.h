@@ -7,11 +7,11 @@
  *   f32 input_scale  f32 input_shift
  *   f32 params[param_count]  f32 state[state_arrays * param_count]
  *   u32 crc32 of every byte before it
- * Saving writes a temporary file beside the target (TARGET.tmp.PID), forces it to the disk
- * (fsync), renames it over the target and forces the rename to the disk (fsync on the
- * directory): a crash, or a power cut, leaves either the old checkpoint or the new one, never
- * half of one. A temporary file left by a crash is never taken for the target; loading one
- * fails (size or checksum) unless it was complete. tests/test_checkpoint_crash.c proves it. */
+ * Saving goes through atomic_file_write: a crash, or a power cut, leaves either the old
+ * checkpoint or the new one, never half of one, and a target that is not a regular file is
+ * refused. A temporary file left by a crash is never taken for the target; loading one fails
+ * (size or checksum) unless it was complete. tests/test_checkpoint_crash.c proves it.
+ * Loading refuses a checkpoint whose parameters or optimizer state hold NaN or infinities. */
 #ifndef MLP_CHECKPOINT_H
 #define MLP_CHECKPOINT_H
 
@@ -23,9 +23,6 @@
 #include "optimizer.h"
 
 #define CHECKPOINT_VERSION 1
-
-/* Between the target's name and the saving process's id in the temporary file's name. */
-#define CHECKPOINT_TEMP_INFIX ".tmp."
 
 typedef struct {
     mlp_shape shape;
@@ -39,8 +36,8 @@ typedef struct {
     float *state;        /* state_arrays * shape.param_count */
 } checkpoint;
 
-/* Replaces the file at path with c, crash-safely (see above). On failure the target is as it
- * was, no temporary file is left, and err holds "PATH: problem". */
+/* Replaces the file at path with c, crash-safely (see above and atomic_file.h). On failure the
+ * target is as it was, no temporary file is left, and err holds "PATH: problem". */
 bool checkpoint_save(const char *path, const checkpoint *c, char *err, size_t err_size);
 
 /* Writes c in the format above to out; false (errno set) if a write fails. No file handling:

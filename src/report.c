@@ -2,10 +2,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "report.h"
 
-#include <errno.h>
-#include <stdlib.h>
+#include "atomic_file.h"
+
 #include <string.h>
-#include <unistd.h>
 
 #include "version.h"
 
@@ -48,6 +47,7 @@ void report_header(FILE *out, const run_info *info) {
     if (info->all_reduce)
         fprintf(out, "ranks: %d (%s), each a share of every batch, gradients summed by %s\n",
                 info->ranks, info->mpi_library, info->all_reduce);
+    if (info->advice) fprintf(out, "note: %s\n", info->advice);
     if (o->profile) report_startup(out, info->startup);
     fprintf(out, "%5s %10s %9s %10s %9s %9s %12s\n", "epoch", "train_loss", "train_acc",
             "test_loss", "test_acc", "time_s", "images/s");
@@ -222,36 +222,26 @@ void report_json(FILE *out, const run_info *info, const epoch_result *epochs, in
 
 /* ---- CSV ---- */
 
-bool report_csv(const char *path, const epoch_result *epochs, int count, char *err,
-                size_t err_size) {
-    size_t temp_size = strlen(path) + 32;
-    char *temp = malloc(temp_size);
-    if (!temp) {
-        snprintf(err, err_size, "%s: out of memory", path);
-        return false;
-    }
-    snprintf(temp, temp_size, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(temp, "w");
-    if (!f) {
-        snprintf(err, err_size, "%s: cannot create: %s", temp, strerror(errno));
-        free(temp);
-        return false;
-    }
-    fprintf(f, "epoch,train_loss,train_accuracy,test_loss,test_accuracy,time_s,images_per_s\n");
-    for (int i = 0; i < count; i++) {
-        const epoch_result *e = &epochs[i];
-        fprintf(f, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", e->epoch, e->train_loss,
+typedef struct {
+    const epoch_result *epochs;
+    int count;
+} epoch_rows;
+
+static bool write_csv(FILE *out, const void *contents) {
+    const epoch_rows *rows = contents;
+    fprintf(out, "epoch,train_loss,train_accuracy,test_loss,test_accuracy,time_s,images_per_s\n");
+    for (int i = 0; i < rows->count; i++) {
+        const epoch_result *e = &rows->epochs[i];
+        fprintf(out, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", e->epoch, e->train_loss,
                 e->train_accuracy, e->test_loss, e->test_accuracy, e->time_s, e->images_per_s);
     }
-    bool ok = !ferror(f);
-    ok = (fclose(f) == 0) && ok;
-    if (ok && rename(temp, path) != 0) ok = false;
-    if (!ok) {
-        snprintf(err, err_size, "%s: cannot write: %s", path, strerror(errno));
-        remove(temp);
-    }
-    free(temp);
-    return ok;
+    return !ferror(out);
+}
+
+bool report_csv(const char *path, const epoch_result *epochs, int count, char *err,
+                size_t err_size) {
+    epoch_rows rows = {epochs, count};
+    return atomic_file_write(path, write_csv, &rows, err, err_size);
 }
 
 /* ---- --eval ---- */

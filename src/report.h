@@ -35,6 +35,7 @@ typedef struct {
     int ranks;                  /* processes training the model (mpirun -np), 1 alone */
     const char *all_reduce;     /* how their gradients are summed; NULL alone, not under mpirun */
     const char *mpi_library;    /* e.g. "Open MPI v4.1.4" */
+    const char *advice;         /* a fix for a slow set-up (OpenBLAS's kernels), or NULL */
 } run_info;
 
 /* The run's description; with --profile, its start-up too. */
@@ -55,7 +56,7 @@ phase_totals phases_add(phase_totals a, const phase_totals *b);
 
 void report_json(FILE *out, const run_info *info, const epoch_result *epochs, int count);
 
-/* Writes the CSV through a temporary file renamed into place. */
+/* Writes the CSV whole or not at all (atomic_file.h). */
 bool report_csv(const char *path, const epoch_result *epochs, int count, char *err,
                 size_t err_size);
 

@@ -13,6 +13,7 @@
 #include "rng.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -66,11 +67,14 @@ static buffer read_raw(const char *path) {
 
 /* ---- random checkpoints ---- */
 
-/* Floats of random bits: NaNs with payloads, infinities, subnormals and -0 all appear. */
+/* Finite floats of random bits: subnormals and -0 appear (NaN and infinities are refused on
+ * load, and tested apart). */
 static float *random_bit_floats(rng *r, size_t n) {
     float *x = allocate(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
-        uint32_t bits = rng_next_u32(r);
+        uint32_t bits;
+        do bits = rng_next_u32(r);
+        while ((bits & 0x7F800000u) == 0x7F800000u);
         memcpy(&x[i], &bits, sizeof bits);
     }
     return x;
@@ -337,7 +341,58 @@ static void test_failed_saves(rng *r) {
     /* The temporary file is written, then renaming it over a directory fails. */
     temp_path(path, "a-directory-target");
     CHECK(mkdir(path, 0700) == 0, "cannot create %s", path);
-    expect_save_failure("target is a directory", path, &c, "cannot replace");
+    expect_save_failure("target is a directory", path, &c, "not a regular file");
+
+    /* A FIFO (like a device such as /dev/full) is refused, not replaced by a checkpoint. */
+    temp_path(path, "a-fifo");
+    CHECK(mkfifo(path, 0600) == 0, "cannot create %s", path);
+    expect_save_failure("target is a FIFO", path, &c, "not a regular file");
+    CHECK(stat(path, &info) == 0 && S_ISFIFO(info.st_mode), "the FIFO %s was replaced", path);
+
+    /* A symbolic link to nothing is refused; the link is left as it was. */
+    char target[PATH_SIZE];
+    temp_path(path, "dangling.ckpt");
+    temp_path(target, "nothing-here");
+    CHECK(symlink(target, path) == 0, "cannot create the link %s", path);
+    expect_save_failure("link to nothing", path, &c, "symbolic link to nothing");
+    CHECK(lstat(path, &info) == 0 && S_ISLNK(info.st_mode), "the link %s was replaced", path);
+    checkpoint_free(&c);
+}
+
+/* Saving through a symbolic link replaces the file it points to and keeps the link. */
+static void test_save_through_link(rng *r) {
+    checkpoint old = sgd_checkpoint(r), new_one = sgd_checkpoint(r);
+    char target[PATH_SIZE], link[PATH_SIZE];
+    temp_path(target, "linked.ckpt");
+    temp_path(link, "link.ckpt");
+    save_or_stop(target, &old);
+    CHECK(symlink(target, link) == 0, "cannot create the link %s", link);
+    save_or_stop(link, &new_one);
+    struct stat info;
+    CHECK(lstat(link, &info) == 0 && S_ISLNK(info.st_mode), "saving replaced the link %s", link);
+    check_loads_as("saved through a link", target, &new_one);
+    CHECK(temporary_files_left() == 0, "a temporary file is left after saving through a link");
+    checkpoint_free(&old);
+    checkpoint_free(&new_one);
+}
+
+/* A checkpoint whose checksum is right but whose numbers are not finite is refused, naming
+ * the value: NaN in a parameter, an infinity in the optimizer state. */
+static void test_non_finite(rng *r) {
+    checkpoint c = adam_checkpoint(r);
+    char path[PATH_SIZE];
+    temp_path(path, "nan.ckpt");
+    size_t at = rng_below(r, (uint32_t)c.shape.param_count);
+    float saved = c.params[at];
+    c.params[at] = NAN;
+    save_or_stop(path, &c);
+    char index[32];
+    snprintf(index, sizeof index, "parameter %zu is nan", at);
+    expect_refusal("NaN parameter", path, NEEDLES(index, "no usable model"));
+    c.params[at] = saved;
+    c.state[c.shape.param_count + at] = -INFINITY;
+    save_or_stop(path, &c);
+    expect_refusal("infinite state", path, NEEDLES("optimizer state value", "-inf"));
     checkpoint_free(&c);
 }
 
@@ -348,6 +403,8 @@ int main(void) {
     test_damage(&r);
     test_unopenable();
     test_failed_saves(&r);
+    test_save_through_link(&r);
+    test_non_finite(&r);
     remove_tree(temp_dir);
     return test_exit_status("test_checkpoint");
 }

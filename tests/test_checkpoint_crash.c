@@ -18,6 +18,7 @@
 
 #include "check.h"
 #include "temp_dir.h"
+#include "atomic_file.h"
 #include "checkpoint.h"
 #include "rng.h"
 
@@ -45,11 +46,13 @@ typedef struct {
     int complete_leftovers; /* a complete temporary file, killed before its rename */
 } outcomes;
 
-/* The bits of float i of generation g: a mix of (g, i), so no two generations share a float. */
+/* The bits of float i of generation g: a mix of (g, i), so no two generations share a float;
+ * the exponent's top bit is cleared, so that every float is finite (checkpoint_load refuses
+ * NaN and infinities). */
 static uint32_t pattern(int generation, size_t i) {
     uint64_t x = (uint64_t)generation * 0x9E3779B97F4A7C15ULL + i;
     x = (x ^ (x >> 31)) * 0xBF58476D1CE4E5B9ULL;
-    return (uint32_t)(x ^ (x >> 29));
+    return (uint32_t)(x ^ (x >> 29)) & ~0x40000000u;
 }
 
 static void fill(float *values, size_t n, int generation, size_t first_index) {
@@ -174,7 +177,7 @@ static int check_target(const char *target, int before, outcomes *seen) {
  * Removes it. */
 static void check_leftover(const char *target, pid_t saver_pid, outcomes *seen) {
     char path[PATH_SIZE];
-    int length = snprintf(path, sizeof path, "%s" CHECKPOINT_TEMP_INFIX "%ld", target,
+    int length = snprintf(path, sizeof path, "%s" ATOMIC_FILE_TEMP_INFIX "%ld", target,
                           (long)saver_pid);
     struct stat info;
     if (length < 0 || length >= PATH_SIZE || stat(path, &info) != 0) return;
