@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h> /* OpenBLAS's: openblas_get_corename */
 
 #include "bench.h"
 #include "gpu_bench.h"
@@ -456,16 +455,18 @@ static bool open_devices(device_choice choice, bench_options *o, results *r) {
     if (choice == DEVICES_CPU) return true;
 #ifdef MLP_HAVE_CUDA
     char why[256];
-    if (gpu_bench_open(why, sizeof why)) {
+    device_presence presence = gpu_bench_open(why, sizeof why);
+    if (presence == DEVICE_PRESENT) {
         o->run_gpu = true;
         snprintf(r->gpu_name, sizeof r->gpu_name, "%s", gpu_bench_device_name());
         return true;
     }
+    const char *what = presence == DEVICE_ABSENT ? "no GPU here" : "the GPU fails";
     if (choice == DEVICES_GPU) {
-        fprintf(stderr, "mlp_bench: --device gpu: no usable GPU (%s)\n", why);
+        fprintf(stderr, "mlp_bench: --device gpu: %s (%s)\n", what, why);
         return false;
     }
-    fprintf(stderr, "mlp_bench: no usable GPU (%s): GPU rows skipped\n", why);
+    fprintf(stderr, "mlp_bench: %s (%s): GPU rows skipped\n", what, why);
 #else
     (void)r;
     if (choice == DEVICES_GPU) {
@@ -525,7 +526,7 @@ int main(int argc, char **argv) {
     r.cpu_threads = o.threads;
     /* Where a virtual machine hides the CPU model, OpenBLAS falls back to old generic kernels
      * (e.g. "Prescott") several times slower than its best; the table's header says which. */
-    snprintf(r.blas_core, sizeof r.blas_core, "%s", openblas_get_corename());
+    snprintf(r.blas_core, sizeof r.blas_core, "%s", openblas_core_name());
     r.with_transfer = o.with_transfer;
     if (!open_devices(st.devices, &o, &r)) return 1;
     warm_up_team(&o);
