@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 
 #include "../blas/cublas_gemm.h"
 #include "cuda_check.h"
@@ -175,6 +176,29 @@ void download(backend *be, void *dst, const void *src, size_t bytes) {
     cudaStream_t stream = gpu_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void *pinned_alloc(backend *be, size_t bytes) {
+    (void)be;
+    void *p = nullptr;
+    cudaError_t status = cudaMallocHost(&p, bytes ? bytes : 1);
+    if (status != cudaSuccess) {
+        std::fprintf(stderr, "mlp_train: cannot allocate %zu bytes of pinned host memory: %s\n",
+                     bytes, cudaGetErrorString(status));
+        std::exit(1);
+    }
+    return p;
+}
+
+void pinned_release(backend *be, void *p) {
+    (void)be;
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
+
+/* Into pinned memory the copy is asynchronous: the host goes on, synchronize() waits. */
+void download_queued(backend *be, void *dst, const void *src, size_t bytes) {
+    gpu_join_side_streams(gpu_of(be));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, gpu_of(be)->stream));
 }
 
 void synchronize(backend *be) {
@@ -405,6 +429,9 @@ void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
     be->release = device_release;
     be->upload = upload;
     be->download = download;
+    be->alloc_host = pinned_alloc;
+    be->release_host = pinned_release;
+    be->download_queued = download_queued;
     be->synchronize = synchronize;
     be->memory_available = memory_available;
     be->gemm = chosen->gemm[precision];
@@ -479,19 +506,29 @@ extern "C" int gpu_device_count(void) {
     return count;
 }
 
-extern "C" bool gpu_device_available(char *why, size_t why_size) {
+/* Whether an NVIDIA driver is installed: its library can be loaded. */
+static bool driver_installed() {
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver) dlclose(driver);
+    return driver != nullptr;
+}
+
+extern "C" device_presence gpu_probe(char *why, size_t why_size) {
     int count = 0;
     cudaError_t status = cudaGetDeviceCount(&count);
-    if (status != cudaSuccess) {
-        std::snprintf(why, why_size, "%s", cudaGetErrorString(status));
-        cudaGetLastError(); /* clear it: asking is not an error of the program */
-        return false;
-    }
-    if (count == 0) {
+    cudaGetLastError(); /* asking is not an error of the program: clear it */
+    if (status == cudaSuccess && count > 0) return DEVICE_PRESENT;
+    if (status == cudaSuccess || status == cudaErrorNoDevice) {
         std::snprintf(why, why_size, "no CUDA device found");
-        return false;
+        return DEVICE_ABSENT;
     }
-    return true;
+    if (status == cudaErrorInsufficientDriver && !driver_installed()) {
+        std::snprintf(why, why_size, "no NVIDIA driver is installed");
+        return DEVICE_ABSENT;
+    }
+    std::snprintf(why, why_size, "an NVIDIA driver is installed, but CUDA fails: %s (%s)",
+                  cudaGetErrorString(status), cudaGetErrorName(status));
+    return DEVICE_BROKEN;
 }
 
 extern "C" void gpu_use_device(int device) { CUDA_CHECK(cudaSetDevice(device)); }

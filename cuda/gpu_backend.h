@@ -12,8 +12,10 @@
 extern "C" {
 #endif
 
-/* True if a CUDA device can be used; otherwise the reason in `why`. */
-bool gpu_device_available(char *why, size_t why_size);
+/* Whether this machine has a GPU CUDA can use. Absent: no NVIDIA driver, or no device; broken:
+ * a driver is installed but CUDA fails (a driver older than the runtime, a device in a bad
+ * state). Where not present, `why` says why. */
+device_presence gpu_probe(char *why, size_t why_size);
 
 /* CUDA devices this process can use (0 where there is no driver or no device). */
 int gpu_device_count(void);

@@ -14,12 +14,12 @@
 #include "../cuda/gpu_nccl.h"
 #endif
 
-bool gpu_available(char *why, size_t why_size) {
+device_presence gpu_presence(char *why, size_t why_size) {
 #ifdef MLP_HAVE_CUDA
-    return gpu_device_available(why, why_size);
+    return gpu_probe(why, why_size);
 #else
     snprintf(why, why_size, "this mlp_train was built without CUDA");
-    return false;
+    return DEVICE_ABSENT;
 #endif
 }
 
@@ -56,9 +56,10 @@ backend *backend_create(const char *device, const char *impl, gemm_precision pre
         return be;
     }
     char why[256];
-    if (!gpu_available(why, sizeof why)) {
-        snprintf(err, err_size, "--device gpu: no usable GPU: %s", why);
-        return NULL;
+    switch (gpu_presence(why, sizeof why)) {
+    case DEVICE_PRESENT: break;
+    case DEVICE_ABSENT: snprintf(err, err_size, "--device gpu: no GPU here: %s", why); return NULL;
+    case DEVICE_BROKEN: snprintf(err, err_size, "--device gpu: the GPU fails: %s", why); return NULL;
     }
 #ifdef MLP_HAVE_CUDA
     return gpu_backend_for_rank(impl, precision, err, err_size);

@@ -7,8 +7,9 @@
 
 #include "backend.h"
 
-/* True if this build has CUDA and a usable device is present; otherwise why not, in `why`. */
-bool gpu_available(char *why, size_t why_size);
+/* Whether this build has CUDA and this machine a GPU it can use; where not, why not in `why`:
+ * absent (no GPU, or a build without CUDA), or broken (a GPU that CUDA fails on). */
+device_presence gpu_presence(char *why, size_t why_size);
 
 /* device "cpu" or "gpu", impl "naive", "tiled" or "blas" ("fused" on the GPU), its GEMMs
  * multiplying in `precision` (the CPU and the naive kernels: FP32 only). NULL, with the reason in

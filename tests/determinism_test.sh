@@ -9,6 +9,7 @@
 # Options (everything from the first argument starting with '-') go to every run, except
 # "--threads A,B": then the first run uses A threads and the second B (and the other seed's
 # run A), which asks for the same bits whatever the thread count.
+# --impl fused must run its whole-epoch kernel (the header says so), not fall back to tiled.
 # Exits 77 (skipped) for DEVICE gpu where no GPU is present.
 set -u
 TRAIN_IMAGES=4000 # 7 batches of 512 and a last one of 416
@@ -68,7 +69,7 @@ for impl in "${impls[@]}"; do
     [ -z "${threads[0]}" ] || what="$what --threads ${threads[0]}"
     [ "${threads[1]}" = "${threads[0]}" ] || what="$what,${threads[1]}"
     if ! train first "$impl" 42 "${threads[0]}"; then
-        if [ "$device" = gpu ] && grep -q 'no usable GPU' "$work/first.out"; then
+        if [ "$device" = gpu ] && grep -q 'no GPU here' "$work/first.out"; then
             echo "skipped: $(cat "$work/first.out")"
             exit 77
         fi
@@ -79,6 +80,10 @@ for impl in "${impls[@]}"; do
         fail "$what: mlp_train failed: $(tail -3 "$work/second.out" "$work/other_seed.out")"
         continue
     }
+    if [ "$impl" = fused ] && ! grep -q '^execution: each epoch in one persistent kernel' "$work/first.out"; then
+        fail "$what: the fused kernel did not run (it fell back): $(grep -m1 '^execution' "$work/first.out")"
+        continue
+    fi
     digest=$(sha256sum <"$work/first.ckpt" | cut -c1-16)
     if ! cmp -s "$work/first.ckpt" "$work/second.ckpt"; then
         fail "$what: the same seed gave different checkpoints" \

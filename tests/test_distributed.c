@@ -38,12 +38,30 @@ typedef struct {
     uint64_t seed;
 } case_spec;
 
-/* The parameters after one epoch of the 64-32-10 model on c->samples synthetic images. */
-static float *train(backend *be, const case_spec *c, size_t *count) {
+/* The parameters after `epochs` epochs (0: one) of the 64-32-10 model on c->samples synthetic
+ * images. */
+static float *train(backend *be, const case_spec *c, size_t *count, int epochs,
+                    synthetic_result *result) {
     synthetic_run run = {.optimizer = c->optimizer, .batch = BATCH, .seed = c->seed, .hidden = 32,
-                         .record_steps = c->record_steps, .samples = c->samples};
+                         .record_steps = c->record_steps, .samples = c->samples, .epochs = epochs};
+    synthetic_result ignored;
+    return train_synthetic(be, &run, count, result ? result : &ignored);
+}
+
+/* Agreeing with one rank is not enough (a trainer that learns nothing agrees too): the ranks
+ * together must learn, over 3 epochs of 20 batches, what one rank alone learns. */
+static void check_learns(backend *joined, const char *device, const char *impl, uint64_t seed) {
+    case_spec c = {device, impl, false, OPTIMIZER_SGD, 20 * BATCH, seed};
     synthetic_result result;
-    return train_synthetic(be, &run, count, &result);
+    size_t n;
+    free(train(joined, &c, &n, 3, &result));
+    CHECK(result.test_loss < 0.8 * result.initial_test_loss,
+          "rank %d of %d, %s %s: test loss %.4g from %.4g after 3 epochs: it did not learn",
+          distributed_rank(), distributed_ranks(), device, impl, result.test_loss,
+          result.initial_test_loss);
+    if (distributed_rank() == 0)
+        printf("%d ranks, %s %s: test loss %.4g from %.4g after 3 epochs\n", distributed_ranks(),
+               device, impl, result.test_loss, result.initial_test_loss);
 }
 
 /* Rank 0's parameters, to compare every rank's bits with. */
@@ -76,8 +94,8 @@ static double bound_for(const case_spec *c) {
 static void check_case(backend *alone, backend *joined, const case_spec *c) {
     int rank = distributed_rank(), ranks = distributed_ranks();
     size_t n, m;
-    float *reference = train(alone, c, &n);
-    float *shared = train(joined, c, &m);
+    float *reference = train(alone, c, &n, 0, NULL);
+    float *shared = train(joined, c, &m, 0, NULL);
     double difference = relative_difference(shared, reference, n), bound = bound_for(c);
     char what[160];
     snprintf(what, sizeof what, "%s %s%s, %s, %d samples (%s)", c->device, c->impl,
@@ -87,6 +105,7 @@ static void check_case(backend *alone, backend *joined, const case_spec *c) {
           "rank %d of %d, %s: parameters differ from one rank's by %.3g (bound %.0e)", rank, ranks,
           what, difference, bound);
     CHECK(same_as_rank_0(shared, n), "rank %d of %d, %s: not the bits of rank 0", rank, ranks, what);
+
     if (rank == 0) printf("%d ranks, %s: relative difference %.3g\n", ranks, what, difference);
     free(reference);
     free(shared);
@@ -103,6 +122,7 @@ static void check_implementation(const char *device, const char *impl, uint64_t 
                 check_case(alone, joined,
                            &(case_spec){device, impl, recorded, (optimizer_kind)kind, samples[s],
                                         seed + s});
+    check_learns(joined, device, impl, seed);
     alone->destroy(alone);
     joined->destroy(joined);
 }
@@ -123,10 +143,14 @@ int main(int argc, char **argv) {
     distributed_start(&argc, &argv);
     if (argc == 3 && strcmp(argv[1], "exit") == 0) return exit_on_rank(atoi(argv[2]));
     const char *device = argc > 1 ? argv[1] : "cpu";
-    char why[256];
-    if (!distributed_launched() || (strcmp(device, "gpu") == 0 && !gpu_available(why, sizeof why))) {
-        fprintf(stderr, "test_distributed: skipped: %s\n",
-                distributed_launched() ? why : "run it under mpirun (mpi_test.sh does)");
+    char why[256] = "run it under mpirun (mpi_test.sh does)";
+    device_presence gpu = strcmp(device, "gpu") == 0 ? gpu_presence(why, sizeof why) : DEVICE_PRESENT;
+    if (gpu == DEVICE_BROKEN) {
+        fprintf(stderr, "test_distributed: FAIL: a GPU is here but unusable: %s\n", why);
+        return distributed_finish(1);
+    }
+    if (!distributed_launched() || gpu == DEVICE_ABSENT) {
+        fprintf(stderr, "test_distributed: skipped: %s\n", why);
         distributed_finish(0);
         return TEST_SKIP_STATUS;
     }

@@ -27,7 +27,7 @@
 
 #include "../cuda/cuda_check.h"
 #include "../cuda/gpu_backend.h"
-#include "check.h"
+#include "gpu_test.h"
 #include "cpu_gemm.h"
 #include "device_buffer.cuh"
 #include "gemm_ladder.h"
@@ -337,12 +337,7 @@ void check_ladder(bool hopper) {
 } // namespace
 
 int main() {
-    char why[256];
-    if (!gpu_device_available(why, sizeof why)) {
-        std::printf("test_gpu_gemm_ladder: skipped: %s\n", why);
-        return TEST_SKIP_STATUS;
-    }
-    random_source = rng_create(test_seed("test_gpu_gemm_ladder"), 0);
+    random_source = rng_create(gpu_test_start("test_gpu_gemm_ladder"), 0);
     CUDA_CHECK(cudaStreamCreate(&stream));
     workspace = {nullptr, GPU_GEMM_WORKSPACE_FLOATS};
     CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));

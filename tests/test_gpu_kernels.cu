@@ -10,7 +10,7 @@
 #include "../blas/cublas_gemm.h"
 #include "../cuda/cuda_check.h"
 #include "../cuda/gpu_backend.h"
-#include "check.h"
+#include "gpu_test.h"
 #include "device_buffer.cuh"
 #include "cpu_dot.h"
 #include "cpu_maxpool.h"
@@ -157,12 +157,7 @@ void check_pools() {
 } // namespace
 
 int main() {
-    char why[256];
-    if (!gpu_device_available(why, sizeof why)) {
-        std::printf("test_gpu_kernels: skipped: %s\n", why);
-        return TEST_SKIP_STATUS;
-    }
-    random_source = rng_create(test_seed("test_gpu_kernels"), 0);
+    random_source = rng_create(gpu_test_start("test_gpu_kernels"), 0);
     CUDA_CHECK(cudaStreamCreate(&stream));
     cublas = cublas_gemm_handle(stream);
     check_dots();

@@ -13,7 +13,7 @@
 #include "../cuda/cuda_check.h"
 #include "../cuda/gpu_backend.h"
 #include "../cuda/kernels/gemm_ladder.h"
-#include "check.h"
+#include "gpu_test.h"
 #include "device_buffer.cuh"
 #include "cpu_gemm.h"
 #include "cpu_ops.h"
@@ -681,12 +681,7 @@ bool check_parts(const char *part) {
 } // namespace
 
 int main() {
-    char why[256];
-    if (!gpu_device_available(why, sizeof why)) {
-        std::printf("test_gpu_ops: skipped: %s\n", why);
-        return TEST_SKIP_STATUS;
-    }
-    random_source = rng_create(test_seed("test_gpu_ops"), 0);
+    random_source = rng_create(gpu_test_start("test_gpu_ops"), 0);
     CUDA_CHECK(cudaStreamCreate(&stream));
     cublas = cublas_gemm_handle(stream);
     workspace = {nullptr, GPU_GEMM_WORKSPACE_FLOATS};

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "../cuda/gpu_backend.h"
-#include "check.h"
+#include "gpu_test.h"
 #include "cpu_gemm.h"
 #include "rng.h"
 
@@ -170,12 +170,7 @@ void check_backend(const char *impl, gemm_precision precision) {
 } // namespace
 
 int main() {
-    char why[256];
-    if (!gpu_device_available(why, sizeof why)) {
-        std::printf("test_gpu_precision: skipped: %s\n", why);
-        return TEST_SKIP_STATUS;
-    }
-    random_source = rng_create(test_seed("test_gpu_precision"), 0);
+    random_source = rng_create(gpu_test_start("test_gpu_precision"), 0);
     for (const char *impl : {"tiled", "blas", "fused"})
         for (gemm_precision p : {PRECISION_TF32, PRECISION_BF16}) check_backend(impl, p);
     /* the naive kernels have no tensor-core path: asked for one, there is no backend */

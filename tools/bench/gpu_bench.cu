@@ -89,8 +89,9 @@ template <typename Launch> double time_ms(const bench_timing *timing, Launch lau
 
 /* ---- the device ---- */
 
-extern "C" bool gpu_bench_open(char *why, size_t why_size) {
-    if (!gpu_device_available(why, why_size)) return false;
+extern "C" device_presence gpu_bench_open(char *why, size_t why_size) {
+    device_presence presence = gpu_probe(why, why_size);
+    if (presence != DEVICE_PRESENT) return presence;
     CUDA_CHECK(cudaSetDevice(0));
     cudaDeviceProp properties;
     CUDA_CHECK(cudaGetDeviceProperties(&properties, 0));
@@ -100,7 +101,7 @@ extern "C" bool gpu_bench_open(char *why, size_t why_size) {
     context.gemm_workspace = {device_floats(GPU_GEMM_WORKSPACE_FLOATS), GPU_GEMM_WORKSPACE_FLOATS};
     CUDA_CHECK(cudaEventCreate(&context.start));
     CUDA_CHECK(cudaEventCreate(&context.stop));
-    return true;
+    return DEVICE_PRESENT;
 }
 
 extern "C" void gpu_bench_close(void) {

@@ -15,14 +15,15 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../../src/backend.h" /* device_presence */
 #include "measure.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Sets up the device; false with the reason in `why` if there is no usable GPU. */
-bool gpu_bench_open(char *why, size_t why_size);
+/* Sets up the device where there is one (DEVICE_PRESENT); otherwise why not, in `why`. */
+device_presence gpu_bench_open(char *why, size_t why_size);
 void gpu_bench_close(void);
 const char *gpu_bench_device_name(void);
 
