@@ -27,7 +27,8 @@ typedef enum {
     PHASE_COMPUTE,  /* "compute": a step replayed from a recording, or a whole pass in one call:
                      * the phases above, which then cannot be told apart (but the all-reduce,
                      * which --profile records apart) */
-    PHASE_D2H,      /* reducing and copying the epoch's loss and accuracy to the host */
+    PHASE_D2H,      /* reducing the epoch's loss and accuracy and copying them to the host (the
+                     * host then waits for the epoch's work: an NVTX range "wait", no phase) */
     PHASE_EVAL,     /* the test-set pass */
     PHASE_COUNT
 } phase_id;

@@ -53,6 +53,11 @@ static inline const char *gemm_precision_name(gemm_precision p) {
     return p == PRECISION_TF32 ? "tf32" : p == PRECISION_BF16 ? "bf16" : "fp32";
 }
 
+/* Whether a device is there to run an implementation: present; absent (no such device, or no
+ * driver for it); or broken (its driver is installed, but fails), which is an error to report,
+ * never a reason to skip. */
+typedef enum { DEVICE_PRESENT, DEVICE_ABSENT, DEVICE_BROKEN } device_presence;
+
 /* C = epilogue(alpha * op(A) * op(B) + beta * C); epilogue NULL means none.
  * op(A) is M×K (A itself is K×M when trans_a), op(B) is K×N (B is N×K when trans_b), C is M×N.
  * beta == 0 means C is only written, never read (so C may hold garbage or NaN on entry). */
@@ -136,6 +141,13 @@ struct backend {
     void (*release)(backend *be, void *p);
     void (*upload)(backend *be, void *dst, const void *src, size_t bytes);   /* host → device */
     void (*download)(backend *be, void *dst, const void *src, size_t bytes); /* device → host, waits */
+    /* Host memory that a queued copy can fill without the host waiting for it (pinned on the
+     * GPU), and that copy: queued like any operation, dst holds the bytes once synchronize()
+     * returns. The epoch's metrics come back this way, so that a profile tells the copy (d2h)
+     * from the host's wait for the epoch's work (trainer.c). */
+    void *(*alloc_host)(backend *be, size_t bytes);
+    void (*release_host)(backend *be, void *p);
+    void (*download_queued)(backend *be, void *dst, const void *src, size_t bytes);
     void (*synchronize)(backend *be);
     /* Bytes alloc() can still hand out (what the device has free); SIZE_MAX if unknown. */
     size_t (*memory_available)(backend *be);

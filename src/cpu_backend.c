@@ -292,10 +292,13 @@ void cpu_backend_join(backend *be) {
  * own pool, the blas implementation gives it the cores and runs its element-wise loops (a few
  * percent of the step) on the calling thread. With OpenBLAS's OpenMP build, which
  * CMakeLists.txt prefers, both share one pool and nothing of this applies. */
+static int configured_threads; /* cpu_set_threads's count, for the description */
+
 void cpu_set_threads(int threads, const char *impl) {
-    bool blas_owns_cores = strcmp(impl, "blas") == 0 && openblas_has_own_threads();
-    omp_set_num_threads(blas_owns_cores ? 1 : threads);
-    openblas_threads(threads);
+    bool blas = strcmp(impl, "blas") == 0; /* OpenBLAS is loaded by its first use: not otherwise */
+    omp_set_num_threads(blas && openblas_has_own_threads() ? 1 : threads);
+    if (blas) openblas_threads(threads);
+    configured_threads = threads;
 }
 
 static const struct {
@@ -328,6 +331,9 @@ backend *cpu_backend_create(const char *impl) {
         .release = host_release,
         .upload = host_copy,
         .download = host_copy,
+        .alloc_host = host_alloc,
+        .release_host = host_release,
+        .download_queued = host_copy,
         .synchronize = nothing_to_wait_for,
         .memory_available = host_memory_left,
         .gemm = cpu_impls[chosen].gemm,
@@ -354,9 +360,11 @@ backend *cpu_backend_create(const char *impl) {
         be->output_layer_prepare = output_layer_prepare;
         be->output_layer = output_layer;
     }
+    /* The count cpu_set_threads set, not this thread's: OpenMP's thread count is a setting of
+     * each thread, and main() creates the backend on a thread of its own. */
     bool blas = cpu_impls[chosen].gemm == gemm_blas;
-    snprintf(be->description, sizeof be->description, "CPU, %d threads, %s",
-             blas ? openblas_thread_count() : omp_get_max_threads(),
-             blas ? openblas_description() : cpu_impls[chosen].description);
+    int threads = configured_threads ? configured_threads : omp_get_max_threads();
+    snprintf(be->description, sizeof be->description, "CPU, %d thread%s, %s", threads,
+             threads == 1 ? "" : "s", blas ? openblas_description() : cpu_impls[chosen].description);
     return be;
 }

@@ -61,7 +61,8 @@ struct trainer {
     /* Per-sample loss and correctness of a pass, kept on the device and reduced once per pass:
      * no host synchronization inside a step, and a deterministic sum. */
     pass_metrics train_metrics, test_metrics;
-    float *metric_sums;                   /* two floats on the device: total loss, total correct */
+    float *metric_sums;      /* two floats on the device: total loss, total correct */
+    float *metric_sums_host; /* their copy on the host (alloc_host) */
     pass_cursor *train_cursor, *test_cursor; /* on the device */
     int32_t *test_order; /* 0..test->count-1: the test pass reads in file order */
     pass_plan plan;
@@ -86,19 +87,29 @@ static void metrics_destroy(backend *be, pass_metrics *m) {
     be->release(be, m->row_correct);
 }
 
-/* Reduces a pass's metrics (count rows here) on the device and reads the two sums back; with
- * across_ranks, each rank having had its share of the pass's total rows, the sums are added over
- * the ranks first (the one reduction of a pass across ranks). */
-static void metrics_read(trainer *t, const pass_metrics *m, int count, bool across_ranks, int total,
-                         double *mean_loss, double *accuracy) {
+/* Queues the reduction of a pass's metrics (count rows here) on the device and their copy back
+ * to the host; with across_ranks, each rank having had its share of the pass's total rows, the
+ * sums are added over the ranks first (the one reduction of a pass across ranks). They are
+ * there once wait_for_device returns: metrics_mean reads them. */
+static void metrics_queue(trainer *t, const pass_metrics *m, int count, bool across_ranks) {
     backend *be = t->be;
-    float sums[2];
     be->sum(be, m->row_loss, (size_t)count, &t->metric_sums[0]);
     be->sum(be, m->row_correct, (size_t)count, &t->metric_sums[1]);
     if (across_ranks && be->all_reduce_sum) be->all_reduce_sum(be, t->metric_sums, 2);
-    be->download(be, sums, t->metric_sums, sizeof sums);
-    *mean_loss = sums[0] / total;
-    *accuracy = sums[1] / total;
+    be->download_queued(be, t->metric_sums_host, t->metric_sums, 2 * sizeof(float));
+}
+
+/* The host waits for the device to finish what it queued: a range of its own ("wait"), so that
+ * a trace does not put the wait for an epoch's steps under the name of what comes after. */
+static void wait_for_device(trainer *t) {
+    nvtx_range_push("wait");
+    t->be->synchronize(t->be);
+    nvtx_range_pop();
+}
+
+static void metrics_mean(const trainer *t, int total, double *mean_loss, double *accuracy) {
+    *mean_loss = t->metric_sums_host[0] / total;
+    *accuracy = t->metric_sums_host[1] / total;
 }
 
 /* The share of rank `rank` in a batch of `rows` rows cut into `ranks` consecutive shares: the
@@ -345,6 +356,7 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
         t->opt->step = optimizer_step;
     }
     t->metric_sums = be->alloc(be, 2 * sizeof(float));
+    t->metric_sums_host = be->alloc_host(be, 2 * sizeof(float));
     t->train_cursor = be->alloc(be, sizeof(pass_cursor));
     t->test_cursor = be->alloc(be, sizeof(pass_cursor));
     t->test_feed = be->feed_create(be, test, max_rows, config->feed);
@@ -378,6 +390,7 @@ void trainer_destroy(trainer *t) {
     be->feed_destroy(t->test_feed);
     metrics_destroy(be, &t->test_metrics);
     be->release(be, t->metric_sums);
+    be->release_host(be, t->metric_sums_host);
     be->release(be, t->train_cursor);
     be->release(be, t->test_cursor);
     optimizer_destroy(t->opt);
@@ -474,9 +487,10 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     double started = wall_seconds();
     train_pass(t, steps);
     phase_begin(t->profile, PHASE_D2H);
-    metrics_read(t, &t->train_metrics, t->plan.samples, true, train->count, &result->train_loss,
-                 &result->train_accuracy);
+    metrics_queue(t, &t->train_metrics, t->plan.samples, true);
     phase_end(t->profile, PHASE_D2H);
+    wait_for_device(t);
+    metrics_mean(t, train->count, &result->train_loss, &result->train_accuracy);
     result->time_s = wall_seconds() - started;
     result->images_per_s = train->count / result->time_s;
     progress_epoch_end(&t->progress);
@@ -484,8 +498,9 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     double eval_started = wall_seconds();
     phase_begin(t->profile, PHASE_EVAL);
     test_pass(t, NULL);
-    metrics_read(t, &t->test_metrics, t->test->count, false, t->test->count, &result->test_loss,
-                 &result->test_accuracy);
+    metrics_queue(t, &t->test_metrics, t->test->count, false);
+    wait_for_device(t);
+    metrics_mean(t, t->test->count, &result->test_loss, &result->test_accuracy);
     phase_end(t->profile, PHASE_EVAL);
     result->eval_time_s = wall_seconds() - eval_started;
     result->phases = phase_profile_collect(t->profile);
@@ -514,7 +529,9 @@ void trainer_evaluate(trainer *t, double *loss, double *accuracy,
     }
     nvtx_range_push("eval");
     test_pass(t, predictions_device);
-    metrics_read(t, &t->test_metrics, count, false, count, loss, accuracy);
+    metrics_queue(t, &t->test_metrics, count, false);
+    wait_for_device(t);
+    metrics_mean(t, count, loss, accuracy);
     be->download(be, predictions, predictions_device, (size_t)count * sizeof(int32_t));
     nvtx_range_pop();
     memset(confusion, 0, sizeof(long) * DATASET_CLASSES * DATASET_CLASSES);

@@ -1,6 +1,6 @@
 /* Training and evaluation of an MLP on one backend: the loop over epochs and batches, timed by
  * phase and bracketed by NVTX ranges (run → epoch → step → h2d/forward/backward/update, or a
- * replayed run of steps, then d2h and eval). Written once; the backend decides where and how each operation runs.
+ * replayed run of steps, then d2h, the host's wait and eval). Written once; the backend decides where and how each operation runs.
  *
  * A pass runs in one of three ways, chosen once when the trainer is created:
  *   direct    the host queues each step's operations (per-phase timing and ranges);
