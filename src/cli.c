@@ -21,9 +21,12 @@ static const char USAGE[] =
     "Implementation:\n"
     "  --device cpu|gpu        where to run (default: the GPU if one is present)\n"
     "  --impl naive|tiled|blas the kernels: textbook loops, cache/shared-memory tiled,\n"
-    "                          or OpenBLAS / cuBLAS (default: blas; 'cublas' = blas on gpu)\n"
+    "                          or OpenBLAS / cuBLAS ('cublas' = blas on gpu)\n"
     "  --impl fused            GPU: one persistent kernel trains a whole epoch (one hidden\n"
     "                          layer; other models fall back to tiled, with a message)\n"
+    "                          (default: the fastest for the device and batch: on the GPU\n"
+    "                          fused for one hidden layer up to batch 128 in fp32, else\n"
+    "                          tiled; on the CPU tiled)\n"
     "  --graph on|off          GPU: record training steps once as CUDA graphs (up to 32\n"
     "                          steps, and the last batch) and replay them (default: on;\n"
     "                          off queues each kernel, and --profile times each phase)\n"
@@ -38,7 +41,9 @@ static const char USAGE[] =
     "                          rate as for one process), gradients summed every step (MPI\n"
     "                          on the CPU, NCCL on the GPU: one GPU per rank); rank 0 alone\n"
     "                          prints, logs and saves. As root: mpirun --allow-run-as-root\n"
-    "\n"
+    "\n";
+
+static const char USAGE_DATA_AND_TRAINING[] =
     "Data:\n"
     "  --dataset mnist|fashion (default: mnist)\n"
     "  --data DIR              directory of the four IDX files, raw or .gz\n"
@@ -214,7 +219,7 @@ float default_learning_rate(optimizer_kind kind, int batch) {
 
 static void set_defaults(cli_options *o) {
     memset(o, 0, sizeof *o);
-    o->impl = "blas";
+    o->impl = NULL; /* the fastest for the device and batch, chosen by main.c */
     o->dataset = "mnist";
     o->hidden[0] = 256;
     o->hidden_count = 1;
@@ -275,15 +280,19 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
     }
 }
 
+static bool impl_is(const cli_options *o, const char *name) {
+    return o->impl && strcmp(o->impl, name) == 0;
+}
+
 /* Combinations that parse but make no sense. */
 static bool check_consistency(cli_options *o, bool pinned) {
-    if (strcmp(o->impl, "cublas") == 0) {
+    if (impl_is(o, "cublas")) {
         if (o->device && strcmp(o->device, "gpu") != 0)
             return usage_error("--impl cublas runs on the GPU, not with --device %s", o->device);
         o->impl = "blas";
         o->device = "gpu";
     }
-    if (strcmp(o->impl, "fused") == 0) {
+    if (impl_is(o, "fused")) {
         if (o->device && strcmp(o->device, "gpu") != 0)
             return usage_error("--impl fused runs on the GPU, not with --device %s", o->device);
         o->device = "gpu";
@@ -295,7 +304,7 @@ static bool check_consistency(cli_options *o, bool pinned) {
                                "implementations multiply in FP32 only (use --device gpu, or "
                                "--precision fp32)",
                                name);
-        if (strcmp(o->impl, "naive") == 0)
+        if (impl_is(o, "naive"))
             return usage_error("--precision %s applies to --impl tiled, blas and fused; the naive "
                                "kernels multiply in FP32 only",
                                name);
@@ -318,6 +327,9 @@ static bool check_consistency(cli_options *o, bool pinned) {
         return usage_error("--eval needs --load FILE: there is nothing to evaluate");
     if (o->eval_only && (o->save_path || o->log_path))
         return usage_error("--eval only evaluates; --save and --log apply to training");
+    if (o->save_path && o->log_path && strcmp(o->save_path, o->log_path) == 0)
+        return usage_error("--save and --log both name %s: the log would replace the checkpoint",
+                           o->save_path);
     if (!o->lr_given) o->optimizer.lr = default_learning_rate(o->optimizer.kind, o->batch);
     return true;
 }
@@ -331,6 +343,7 @@ cli_outcome cli_parse(int argc, char **argv, cli_options *o) {
     while ((code = getopt_long(argc, argv, "", LONG_OPTIONS, NULL)) != -1) {
         if (code == OPT_HELP) {
             fputs(USAGE, stdout);
+            fputs(USAGE_DATA_AND_TRAINING, stdout);
             return CLI_DONE;
         }
         if (code == OPT_VERSION) {

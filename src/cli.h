@@ -11,7 +11,7 @@
 
 typedef struct {
     const char *device;    /* "cpu", "gpu", or NULL: the GPU if there is one */
-    const char *impl;      /* "naive", "tiled", "blas" or "fused" */
+    const char *impl;      /* "naive", "tiled", "blas" or "fused"; NULL: the fastest */
     const char *dataset;   /* "mnist" or "fashion" */
     const char *data_dir;  /* NULL: data/<dataset> */
     int hidden[MLP_MAX_LAYERS];

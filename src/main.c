@@ -11,8 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../blas/openblas_gemm.h"
 #include "../profiling/nvtx_ranges.h"
 #include "../profiling/wall_clock.h"
+#include "atomic_file.h"
 #include "backend_select.h"
 #include "checkpoint.h"
 #include "cli.h"
@@ -26,10 +28,14 @@
 
 #define ERR_SIZE 1024
 
+/* The largest batch at which the fused kernel beats the tiled step (784-256-10 on an H100). */
+#define FUSED_FASTEST_UP_TO_BATCH 128
+
 typedef struct {
     cli_options options;
     char data_dir[PATH_MAX];
     const char *device;
+    bool impl_chosen; /* no --impl: fastest_impl chose options.impl */
     int threads;
     dataset train, test;
     checkpoint loaded;
@@ -39,6 +45,7 @@ typedef struct {
     trainer *trainer;
     double started; /* wall_seconds() at main() */
     startup_times startup;
+    char advice[256]; /* run_info.advice */
 } run_state;
 
 /* Every rank names its failures: under mpirun the failing rank may be any of them. */
@@ -54,6 +61,15 @@ static int fail(const char *message) {
 /* Rank 0 speaks for all: notes on stderr come from it alone (results go to stdout, which the
  * other ranks do not have). */
 static bool speaks(void) { return distributed_rank() == 0; }
+
+/* The files written after training (--save, --log; rank 0 writes them), refused before the
+ * first epoch rather than after the last: a typo in a path must not cost the trained model. */
+static bool check_output_paths(const cli_options *o, char *err) {
+    const char *paths[] = {o->save_path, o->log_path};
+    for (int i = 0; i < 2; i++)
+        if (paths[i] && speaks() && !atomic_file_check(paths[i], err, ERR_SIZE)) return false;
+    return true;
+}
 
 static bool is_directory(const char *path) {
     struct stat info;
@@ -100,9 +116,15 @@ static bool choose_device(run_state *s, char *err) {
         s->device = o->device;
         return true;
     }
-    if (gpu_available(why, sizeof why)) {
+    device_presence gpu = gpu_presence(why, sizeof why);
+    if (gpu == DEVICE_PRESENT) {
         s->device = "gpu";
         return true;
+    }
+    if (gpu == DEVICE_BROKEN) {
+        snprintf(err, ERR_SIZE, "the GPU fails: %s; mend the driver, or train with --device cpu",
+                 why);
+        return false;
     }
     if (o->placement_given) {
         snprintf(err, ERR_SIZE, "--data host|device needs a GPU: %s", why);
@@ -116,6 +138,18 @@ static bool choose_device(run_state *s, char *err) {
     s->device = "cpu";
     if (speaks()) fprintf(stderr, "mlp_train: no GPU (%s); training on the CPU\n", why);
     return true;
+}
+
+/* Without --impl, the fastest implementation for the device and the batch (docs/training.md
+ * gives the measurements): on the GPU the fused persistent kernel for one hidden layer (as
+ * --hidden says: a checkpoint of more layers makes it fall back to tiled) at batches up to 128
+ * in FP32, one process alone, and the tiled kernels otherwise; on the CPU the tiled kernels. */
+static const char *fastest_impl(const run_state *s) {
+    const cli_options *o = &s->options;
+    if (strcmp(s->device, "cpu") == 0) return "tiled";
+    bool fused_fits = o->hidden_count == 1 && o->batch <= FUSED_FASTEST_UP_TO_BATCH &&
+                      o->precision == PRECISION_FP32 && distributed_ranks() == 1;
+    return fused_fits ? "fused" : "tiled";
 }
 
 /* The model's shape: --hidden, else the checkpoint's, else 256; inputs and classes from the data. */
@@ -141,11 +175,26 @@ static bool choose_shape(run_state *s, char *err) {
         }
     }
     if (s->shape.width[0] != features || s->shape.width[s->shape.layers] != DATASET_CLASSES) {
-        snprintf(err, ERR_SIZE, "the model takes %d inputs, but the %s images have %d pixels",
-                 s->shape.width[0], o->dataset, features);
+        snprintf(err, ERR_SIZE, "%.300s: the checkpoint's model takes %d inputs and gives %d classes, "
+                 "but the images in %.300s are %dx%d (%d pixels) of %d classes",
+                 o->load_path, s->shape.width[0], s->shape.width[s->shape.layers], s->data_dir,
+                 s->test.image_rows, s->test.image_cols, features, DATASET_CLASSES);
         return false;
     }
     return true;
+}
+
+/* The model's input width comes from the images: both splits must hold images of one size. */
+static bool check_splits_match(const run_state *s, char *err) {
+    const dataset *train = &s->train, *test = &s->test;
+    if (s->options.eval_only ||
+        (train->image_rows == test->image_rows && train->image_cols == test->image_cols))
+        return true;
+    snprintf(err, ERR_SIZE,
+             "%.400s: the training images are %dx%d pixels but the test images are %dx%d: the two "
+             "splits must hold images of one size",
+             s->data_dir, train->image_rows, train->image_cols, test->image_rows, test->image_cols);
+    return false;
 }
 
 static bool load_inputs(run_state *s, char *err) {
@@ -165,7 +214,7 @@ static bool load_inputs(run_state *s, char *err) {
             return false;
         }
     }
-    if (!choose_shape(s, err)) return false;
+    if (!check_splits_match(s, err) || !choose_shape(s, err)) return false;
     /* Inputs are normalized with the training set's statistics, kept in the checkpoint. */
     float scale, shift;
     if (s->have_checkpoint) {
@@ -293,7 +342,7 @@ static bool start_trainer(run_state *s, char *err) {
     s->startup.trainer_s = now - s->startup.ready_s;
     s->startup.total_s = now;
     const char *refusal = trainer_whole_pass_refusal(s->trainer);
-    if (refusal && !s->options.eval_only && speaks())
+    if (refusal && !s->options.eval_only && !s->impl_chosen && speaks())
         fprintf(stderr, "mlp_train: --impl %s: %s; training step by step instead\n",
                 s->options.impl, refusal);
     return true;
@@ -311,12 +360,26 @@ static bool save_checkpoint(run_state *s, char *err) {
     return ok;
 }
 
-static run_info describe(const run_state *s) {
+/* The checkpoint first, then the log: each is attempted whatever became of the other, so that a
+ * failure of one (the disk filled since check_output_paths) never costs the other. */
+static int write_outputs(run_state *s, const epoch_result *epochs) {
+    const cli_options *o = &s->options;
+    char err[ERR_SIZE];
+    int status = 0;
+    if (o->save_path && !save_checkpoint(s, err)) status = fail(err);
+    if (o->log_path && !report_csv(o->log_path, epochs, o->epochs, err, sizeof err))
+        status = fail(err);
+    return status;
+}
+
+static run_info describe(run_state *s) {
+    bool blas_on_cpu = strcmp(s->device, "cpu") == 0 && strcmp(s->options.impl, "blas") == 0;
+    bool advised = blas_on_cpu && openblas_core_advice(s->advice, sizeof s->advice);
     return (run_info){&s->options,   s->device,     s->be->description,
                       s->data_dir,   &s->shape,     s->threads,
                       s->train.count, s->test.count, trainer_pass_mode(s->trainer),
                       &s->startup,   s->be->ranks,  s->be->all_reduce_name,
-                      distributed_library()};
+                      distributed_library(), advised ? s->advice : NULL};
 }
 
 static int evaluate_only(run_state *s) {
@@ -358,10 +421,7 @@ static int train(run_state *s) {
     }
     if (status == 0 && o->profile) report_phases(table, "run phases", &run_phases, run_wall_ms);
     if (status == 0 && o->json) report_json(stdout, &info, epochs, o->epochs);
-    if (status == 0 && o->log_path && speaks() &&
-        !report_csv(o->log_path, epochs, o->epochs, err, sizeof err))
-        status = fail(err);
-    if (status == 0 && o->save_path && speaks() && !save_checkpoint(s, err)) status = fail(err);
+    if (status == 0 && speaks()) status = write_outputs(s, epochs);
     free(epochs);
     return status;
 }
@@ -394,10 +454,14 @@ static bool check_batch_splits(const cli_options *o) {
 
 static int run(run_state *s) {
     char err[ERR_SIZE];
+    if (!check_output_paths(&s->options, err) || !choose_device(s, err)) return fail(err);
+    if (!s->options.impl) {
+        s->options.impl = fastest_impl(s);
+        s->impl_chosen = true;
+    }
     s->threads = s->options.threads ? s->options.threads : default_threads();
     cpu_set_threads(s->threads, s->options.impl);
-    if (!choose_device(s, err) || !load_and_set_up(s, err) || !check_host_memory(s, err) ||
-        !start_trainer(s, err))
+    if (!load_and_set_up(s, err) || !check_host_memory(s, err) || !start_trainer(s, err))
         return fail(err);
     nvtx_range_push("run");
     int status = s->options.eval_only ? evaluate_only(s) : train(s);

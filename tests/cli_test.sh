@@ -74,7 +74,7 @@ needs_gpu() {
     fi
 }
 
-needs_gpu '--device gpu: no usable GPU' -- \
+needs_gpu '--device gpu: no GPU here' -- \
     "$mlp_train" --device gpu --impl naive --data "$data" --epochs 1 --batch 2048 --quiet
 # --precision without --device: the GPU is implied, and its absence named
 needs_gpu '--precision bf16 needs a GPU' -- \
@@ -83,6 +83,13 @@ needs_gpu '--precision bf16 needs a GPU' -- \
 # --precision fp32 on the CPU: the default, named in the header and in the JSON config
 expect 0 '^precision: fp32$' -- "$mlp_train" "${quick[@]}" --precision fp32
 expect 0 '"config": \{.*"precision": "fp32"' -- "$mlp_train" "${quick[@]}" --json
+
+# no --impl: the fastest for the device (on the CPU, tiled); the header and the JSON name the
+# thread count asked for (the backend is made on another thread, which once reported its own)
+expect 0 'on cpu \(CPU, 1 thread, cache-tiled GEMM\)' -- \
+    "$mlp_train" --device cpu --data "$data" --epochs 1 --batch 2048 --threads 1
+expect 0 '"device_description": "CPU, 3 threads, naive loops"' -- \
+    "$mlp_train" "${quick[@]}" --impl naive --batch 4096 --threads 3 --json
 
 # bad data: missing directory, a truncated file, a label out of range
 expect 1 "$work/nowhere: .*(No such file|neither)" -- "$mlp_train" --data "$work/nowhere" --device cpu
@@ -94,6 +101,25 @@ gzip -dc "$data/t10k-labels-idx1-ubyte.gz" >"$work/labels"
 printf '\x0a' | dd of="$work/labels" bs=1 seek=100 conv=notrunc status=none
 gzip <"$work/labels" >"$work/badlabel/t10k-labels-idx1-ubyte.gz"
 expect 1 "t10k-labels-idx1-ubyte.gz: .*label 10" -- "$mlp_train" "${quick[@]}" --data "$work/badlabel"
+
+# idx_images FILE COUNT ROWS COLS / idx_labels FILE COUNT: small IDX files (zero pixels, label 0)
+idx_images() {
+    { printf '\x00\x00\x08\x03'; be32 "$2"; be32 "$3"; be32 "$4"; head -c $(($2 * $3 * $4)) /dev/zero; } |
+        gzip >"$1"
+}
+idx_labels() { { printf '\x00\x00\x08\x01'; be32 "$2"; head -c "$2" /dev/zero; } | gzip >"$1"; }
+be32() { printf "$(printf '\\%03o' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)))"; }
+
+# training and test images of different sizes: refused, naming both sizes (a smaller training
+# image once read past its buffer; a larger one trained on misaligned rows)
+for size in 20 32; do
+    mkdir -p "$work/mixed$size"
+    cp "$data"/t10k-*.gz "$work/mixed$size/"
+    idx_images "$work/mixed$size/train-images-idx3-ubyte.gz" 100 $size $size
+    idx_labels "$work/mixed$size/train-labels-idx1-ubyte.gz" 100
+    expect 1 "training images are ${size}x${size} pixels but the test images are 28x28" -- \
+        "$mlp_train" "${quick[@]}" --data "$work/mixed$size"
+done
 
 # train, save, load, evaluate: the same accuracy; --log and --json written
 # (stdout alone: with --json it holds the JSON object and nothing else)
@@ -132,6 +158,31 @@ printf '\x55' | dd of="$work/flipped.ckpt" bs=1 seek=5000 conv=notrunc status=no
 expect 1 'checksum mismatch' -- "$mlp_train" --device cpu --data "$data" --load "$work/flipped.ckpt" --eval
 expect 1 "model is 784-256-10, not 784-128-10" -- "$mlp_train" "${quick[@]}" --load "$work/model.ckpt" --hidden 128
 expect 1 'trained with sgd; resume it with --optimizer sgd' -- "$mlp_train" "${quick[@]}" --load "$work/model.ckpt" --optimizer adam
+
+# a checkpoint of 784 inputs resumed on images of another size: refused, naming both
+mkdir -p "$work/small"
+for split in train:100 t10k:50; do
+    idx_images "$work/small/${split%%:*}-images-idx3-ubyte.gz" "${split#*:}" 20 20
+    idx_labels "$work/small/${split%%:*}-labels-idx1-ubyte.gz" "${split#*:}"
+done
+expect 1 "model.ckpt: the checkpoint's model takes 784 inputs.*are 20x20 \(400 pixels\)" -- \
+    "$mlp_train" "${quick[@]}" --data "$work/small" --load "$work/model.ckpt"
+
+# output paths refused before the first epoch, naming the path: a missing folder for --log or
+# --save (the run would have trained, then lost its results), a FIFO or a link to nothing
+mkfifo "$work/fifo"
+ln -s "$work/nothing-here" "$work/dangling.ckpt"
+for bad in "--log $work/nowhere/log.csv --save $work/kept.ckpt" "--save $work/nowhere/model.ckpt" \
+    "--save $work/fifo" "--save $work/dangling.ckpt"; do
+    path=${bad#* }
+    expect 1 "${path%% *}: (cannot write there|exists and is not a regular file|a symbolic link to nothing)" -- \
+        "$mlp_train" "${quick[@]}" $bad
+    checks=$((checks + 1))
+    grep -q '^ *1 ' "$work/out" && fail "$bad: refused only after training"
+done
+checks=$((checks + 1))
+[ -p "$work/fifo" ] && [ ! -e "$work/kept.ckpt" ] || fail "a refused run wrote or replaced a file"
+expect 2 "--save and --log both name" -- "$mlp_train" "${quick[@]}" --save "$work/x" --log "$work/x"
 
 # out of host memory: a model of 14.6 GB of parameters, under a 4 GB address-space limit (so
 # it fails at once, whatever the machine has): exit 1 and a message naming host memory, no
