@@ -12,6 +12,8 @@
 #          without mpirun, 2 and 4 ranks a test accuracy within 0.2 points of it; --save on 4
 #          ranks writes one whole file; a batch that does not split, a rank that fails and a
 #          rank that is killed each end the job with a message
+#        mpi_test.sh refusal MLP_TRAIN_WITHOUT_MPI DATA_DIR
+#          a build without MPI started as one of two ranks refuses to run
 set -u
 mode=$1
 shift
@@ -120,6 +122,14 @@ training() {
     ends_with_message 120 'signal 9|killed|Killed' -- "${launch[@]}" -np 2 sh -c \
         '"$@" & if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 3; kill -9 $!; fi; wait $!' sh \
         "$mlp_train" "${run[@]}" --epochs 20
+}
+
+# A build without MPI, started by mpirun as one of two ranks, would train alone on each: it
+# must refuse, on every rank, with a message.
+refusal() {
+    local mlp_train=$1 data=$2
+    ends_with_message 60 'built without MPI, so each rank would train alone' -- \
+        "${launch[@]}" -np 2 "$mlp_train" --device cpu --data "$data" --epochs 1 --batch 512 --quiet
 }
 
 "$mode" "$@"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tools/study.sh end to end, in its --quick mode: it must exit 0 and write a report whose six
 # sections are there, with a row per implementation measured, numbers that parse and make sense
-# (efficiencies in (0, 1.5], serial fractions in [0, 1] inside their interval, accuracies in
-# (0, 100%]), the PNGs it links where matplotlib is installed, and a results.json that
+# (efficiencies in (0, 1.5], serial fractions in [0, 1] inside their interval, accuracies of at
+# least 40%, where a trainer that learns nothing gets 10%), the PNGs it links where matplotlib is installed, and a results.json that
 # --replot turns into the same report. Also: the fit recovers a known serial fraction, and the
 # study refuses to replace a folder that does not hold a previous study.
 # Usage: study_test.sh STUDY_SH MLP_TRAIN MLP_BENCH DATA_DIR
@@ -40,6 +40,9 @@ def rows(text):
             and not re.match(r"\| (threads|ranks|device|batch|kernel) \|", line)]
 
 
+ACCURACY_FLOOR = 40  # percent, for every accuracy in the report
+
+
 def number(cell):
     return float(cell.replace("≈", "").replace(",", "").rstrip("x%").strip())
 
@@ -55,7 +58,8 @@ for label in wanted:
     assert label in labels, f"section 1 has no row {label!r}: {labels}"
 for (label, workers), row in table.items():
     total, epoch, accuracy, speedup = number(row[3]), number(row[4]), number(row[6]), number(row[7])
-    assert total > 0 and epoch > 0 and 0 < accuracy <= 100 and speedup > 0, row
+    # a trainer that learns nothing guesses one class in ten: 10%; the quick run reaches ~60%
+    assert total > 0 and epoch > 0 and ACCURACY_FLOOR <= accuracy <= 100 and speedup > 0, row
     if "(baseline)" in label:
         assert speedup == 1, row
 
@@ -78,7 +82,8 @@ assert gpu or "Not measured: no usable GPU" in transfers, transfers
 # 4: each batch size of the quick sweep on the CPU, with its accuracy
 sweep = [r for r in rows(batch) if r[0] == "CPU"]
 assert [int(r[1]) for r in sweep] == results["settings"]["sweep_batches"], sweep
-assert all(number(r[3]) > 0 and number(r[4]) > 0 and 0 < number(r[5]) <= 100 and int(r[6]) == results["settings"]["repeats"]
+assert all(number(r[3]) > 0 and number(r[4]) > 0 and ACCURACY_FLOOR <= number(r[5]) <= 100
+           and int(r[6]) == results["settings"]["repeats"]
            for r in sweep), sweep
 
 # 6: each CPU kernel, with GFLOP/s that parse

@@ -413,6 +413,13 @@ static void test_unopenable(void) {
     expect_idx_failure("missing file", path, 1, NEEDLES("cannot open", "No such file"));
     make_dir(path, "a-directory");
     expect_idx_failure("directory", path, 1, NEEDLES("directory"));
+    /* a file that cannot be opened, for root too (who reads files without permissions): a
+     * path through a regular file */
+    char file[PATH_SIZE];
+    temp_path(file, "a-file");
+    write_raw(file, (const uint8_t *)"", 0);
+    join_path(path, file, "inside");
+    expect_idx_failure("path through a file", path, 1, NEEDLES("cannot open", "Not a directory"));
     if (geteuid() != 0) { /* root reads anything */
         temp_path(path, "unreadable");
         write_raw(path, (const uint8_t *)"", 0);

@@ -38,6 +38,7 @@ enum { ROUNDS = 5 };                    /* runs per thread count; the best is re
 static const long STEPS = 12500000;     /* multiply-adds per chain and run: ~0.1 s on one core */
 
 /* One thread's work; returns a value that depends on every chain, so none is optimized out. */
+__attribute__((noinline)) /* one function to inspect (tests/fma_instructions_test.sh) */
 static float multiply_add_chains(long steps, float seed) {
     vector acc[CHAINS], a, b;
     for (int j = 0; j < VECTOR_FLOATS; j++) a[j] = 1.0000001f, b[j] = 1e-7f;

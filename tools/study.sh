@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for the parallel-computing study: measures mlp_train on the machine at hand (CPU,
-# GPU and MPI where present, PyTorch and JAX where installed) and writes docs/study/REPORT.md,
-# its PNG plots and results.json (tools/study.py says what and how).
+# GPU and MPI where present, PyTorch and JAX where installed) and writes REPORT.md, its PNG plots
+# and results.json into out/study (--out docs/study: the published report; tools/study.py says
+# what and how).
 # Usage: tools/study.sh [--quick] [--out DIR] [--repeats N] [--only 1,2,...] [--replot FILE]
 #        tools/study.sh --help
 # The study runs under the first Python that has matplotlib (python3 on the PATH, then Debian's

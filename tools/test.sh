@@ -25,6 +25,7 @@ cmake -S "$root" -B "$root/build-no-mpi" -DCMAKE_BUILD_TYPE=Release -DMLP_CUDA=O
     >/dev/null
 cmake --build "$root/build-no-mpi" -j "$jobs" --target mlp_train
 "$root/tests/cli_test.sh" "$root/build-no-mpi/mlp_train" "$root/data/mnist"
+"$root/tests/mpi_test.sh" refusal "$root/build-no-mpi/mlp_train" "$root/data/mnist"
 
 echo "== fuzzing (build-fuzz/)"
 status=0
