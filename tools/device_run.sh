@@ -81,11 +81,17 @@ stage_build() {
     echo "build: ok"
 }
 
+# Every test must run here: on a machine with a GPU a skipped test (exit 77) means a GPU test
+# that found no GPU, and fails the stage.
 stage_test() {
     ctest --test-dir "$build" --output-on-failure -j 4 "$@" >"$out/ctest.log" 2>&1
     local status=$?
     grep -E 'Test +#|tests passed|FAIL|Skipped|Not Run' "$out/ctest.log" | sed 's/  */ /g'
     [ $status -eq 0 ] || grep -B2 -A12 -E 'FAIL|\*\*\*Failed' "$out/ctest.log" | head -80
+    if nvidia-smi -L 2>/dev/null | grep -q '^GPU' && grep -q 'Skipped' "$out/ctest.log"; then
+        echo "test: FAIL: tests skipped on a machine with a GPU: $(grep -c 'Skipped' "$out/ctest.log")"
+        status=1
+    fi
     return $status
 }
 
