@@ -4,12 +4,12 @@
  * 784-256-10 on a 132-SM H100 or H200: 2 units a block, 128 blocks, 64 rows a stage. */
 #include <cstdio>
 
-#include "../src/model.h"
-#include "../src/optimizer.h"
-#include "cuda_check.h"
-#include "fused_mlp.h"
-#include "fused_pass.h"
-#include "gpu_state.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/fused_mlp.h"
+#include "cuda/fused_pass.h"
+#include "cuda/gpu_state.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "../src/backend.h"
+#include "core/backend.h"
 
 struct fused_pass;
 

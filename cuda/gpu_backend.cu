@@ -11,15 +11,15 @@
 #include <cstring>
 #include <dlfcn.h>
 
-#include "../blas/cublas_gemm.h"
-#include "cuda_check.h"
-#include "gpu_backend.h"
-#include "gpu_kernels.h"
-#include "gemm_ladder.h"
-#include "fused_pass.h"
-#include "gpu_state.h"
+#include "libs/cublas_gemm.h"
+#include "libs/cuda_check.h"
+#include "cuda/gpu_backend.h"
+#include "cuda/kernels/gpu_kernels.h"
+#include "cuda/gemm/gemm_ladder.h"
+#include "cuda/fused_pass.h"
+#include "cuda/gpu_state.h"
 #ifdef MLP_HAVE_NCCL
-#include "gpu_nccl.h"
+#include "cuda/gpu_nccl.h"
 #endif
 
 namespace {
@@ -38,7 +38,7 @@ void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
 void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc,
                 const gemm_epilogue *epilogue) {
-    gpu_gemm_pipelined(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+    gpu_gemm_tiled(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
                        epilogue);
 }
 

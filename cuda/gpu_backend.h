@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../src/backend.h"
+#include "core/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -19,10 +19,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../src/dataset.h"
-#include "cuda_check.h"
-#include "gpu_kernels.h"
-#include "gpu_state.h"
+#include "core/dataset.h"
+#include "util/host_memory.h"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/gpu_kernels.h"
+#include "cuda/gpu_state.h"
 
 struct batch_feed {
     backend *be;
@@ -91,20 +92,13 @@ void create_resident(batch_feed *f) {
 void create_staging(batch_feed *f) {
     size_t bytes = stage_bytes(f, f->max_rows);
     create_batch_buffer(f, 0);
-    f->host_order = static_cast<int32_t *>(std::malloc((size_t)f->data->count * sizeof(int32_t)));
-    if (!f->host_order) {
-        std::fprintf(stderr, "mlp_train: out of host memory for the batch order\n");
-        std::exit(1);
-    }
+    f->host_order = static_cast<int32_t *>(
+        alloc_or_exit((size_t)f->data->count * sizeof(int32_t), "the batch order"));
     for (int b = 0; b < 2; b++) {
         if (pinned(f)) {
             CUDA_CHECK(cudaMallocHost(&f->host_stage[b], bytes));
         } else {
-            f->host_stage[b] = static_cast<uint8_t *>(std::malloc(bytes));
-            if (!f->host_stage[b]) {
-                std::fprintf(stderr, "mlp_train: out of host memory for the staging buffer\n");
-                std::exit(1);
-            }
+            f->host_stage[b] = static_cast<uint8_t *>(alloc_or_exit(bytes, "the staging buffer"));
         }
         f->device_stage[b] = static_cast<uint8_t *>(gpu_alloc_or_exit(bytes));
         CUDA_CHECK(cudaEventCreateWithFlags(&f->copied[b], cudaEventDisableTiming));

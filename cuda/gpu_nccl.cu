@@ -9,10 +9,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "../src/distributed.h"
-#include "cuda_check.h"
-#include "gpu_nccl.h"
-#include "gpu_state.h"
+#include "core/distributed.h"
+#include "libs/cuda_check.h"
+#include "cuda/gpu_nccl.h"
+#include "cuda/gpu_state.h"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 9, 0)
 #error "NCCL 2.9 or later is needed: earlier ones cannot be captured into CUDA graphs"

@@ -6,9 +6,9 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "../src/backend.h"
+#include "core/backend.h"
 
-#include "kernels/gpu_kernels.h"
+#include "cuda/kernels/gpu_kernels.h"
 
 struct gpu_state {
     cudaStream_t stream;                /* every operation of the step runs on it, in order... */

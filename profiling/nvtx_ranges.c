@@ -1,6 +1,6 @@
 /* NVTX v3 implementation of nvtx_ranges.h: one domain, ranges with a stable color per name so
  * the same phase looks the same in every trace. */
-#include "nvtx_ranges.h"
+#include "profiling/nvtx_ranges.h"
 
 #include <nvtx3/nvToolsExt.h>
 #include <stdint.h>

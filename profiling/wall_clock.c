@@ -1,5 +1,5 @@
 #define _POSIX_C_SOURCE 200809L
-#include "wall_clock.h"
+#include "profiling/wall_clock.h"
 
 #include <time.h>
 

@@ -37,7 +37,7 @@ if [ "$device" = cpu ]; then
 else
     expect_caught gemm tiled --sizes 64
     expect_caught gemm naive --sizes 512
-    expect_caught gemm pipelined --sizes 64
+    expect_caught gemm blocked --sizes 64
     expect_caught gemm tf32_mma --sizes 512
     expect_caught gemm bf16_mma --sizes 1024 # a sample, and the loosest bound
     expect_caught gemm blas_bf16 --sizes 64

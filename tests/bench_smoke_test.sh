@@ -58,9 +58,9 @@ for path, rows in zip(pairs[::2], pairs[1::2]):
 PYTHON
 
 if [ "$device" = gpu ]; then # a forced plan, split-K included, is verified like the kernels' own
-    "$bench" gemm "${quick[@]}" --impl tiled,pipelined --sizes 17,100 --shape 64,40,300,TN --plan 64:3 \
+    "$bench" gemm "${quick[@]}" --impl blocked,tiled --sizes 17,100 --shape 64,40,300,TN --plan 64:3 \
         >/dev/null || fail "gemm --plan 64:3 failed"
-    "$bench" gemm "${quick[@]}" --impl pipelined --sizes 17,100 --shape 64,40,300,TN --plan 64x128:2 \
+    "$bench" gemm "${quick[@]}" --impl tiled --sizes 17,100 --shape 64,40,300,TN --plan 64x128:2 \
         >/dev/null || fail "gemm --plan 64x128:2 failed"
 fi
 

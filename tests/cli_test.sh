@@ -77,7 +77,7 @@ needs_gpu() {
 needs_gpu '--device gpu: no GPU here' -- \
     "$mlp_train" --device gpu --impl naive --data "$data" --epochs 1 --batch 2048 --quiet
 # --precision without --device: the GPU is implied, and its absence named
-needs_gpu '--precision bf16 needs a GPU' -- \
+needs_gpu 'no GPU here .*--precision bf16 needs the GPU' -- \
     "$mlp_train" --precision bf16 --impl tiled --data "$data" --epochs 1 --batch 2048 --quiet
 
 # --precision fp32 on the CPU: the default, named in the header and in the JSON config

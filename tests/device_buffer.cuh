@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "../cuda/cuda_check.h"
+#include "libs/cuda_check.h"
 
 template <typename T> struct device_buffer {
     T *ptr = nullptr;

@@ -4,7 +4,7 @@
 #ifndef MLP_TEST_GPU_TEST_H
 #define MLP_TEST_GPU_TEST_H
 
-#include "../cuda/gpu_backend.h"
+#include "cuda/gpu_backend.h"
 #include "check.h"
 
 static inline uint64_t gpu_test_start(const char *name) {

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dataset.h"
-#include "model.h"
-#include "rng.h"
-#include "trainer.h"
+#include "core/dataset.h"
+#include "core/model.h"
+#include "core/rng.h"
+#include "core/trainer.h"
 
 double relative_difference(const float *a, const float *b, size_t n) {
     double diff = 0.0, norm = 0.0;

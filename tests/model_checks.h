@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "dataset.h"
-#include "optimizer.h"
+#include "core/backend.h"
+#include "core/dataset.h"
+#include "core/optimizer.h"
 
 /* Gradient check of a small MLP (13-9-7-5, 6 samples, random weights and biases, drawn so that
  * no ReLU input sits near its kink) on `be`:

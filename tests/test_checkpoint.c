@@ -9,8 +9,8 @@
 
 #include "check.h"
 #include "temp_dir.h"
-#include "checkpoint.h"
-#include "rng.h"
+#include "core/checkpoint.h"
+#include "core/rng.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -18,9 +18,9 @@
 
 #include "check.h"
 #include "temp_dir.h"
-#include "atomic_file.h"
-#include "checkpoint.h"
-#include "rng.h"
+#include "util/atomic_file.h"
+#include "core/checkpoint.h"
+#include "core/rng.h"
 
 #include <dirent.h>
 #include <signal.h>

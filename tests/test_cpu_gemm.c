@@ -17,10 +17,10 @@
  * and 3 threads. The shapes make every path of the tiled GEMM run: edges in M and N, A and B
  * read in place or packed, the transposed product for narrow C, several panels in K and N. */
 #include "check.h"
-#include "cpu_gemm.h"
-#include "cpu_ops.h"
-#include "openblas_gemm.h"
-#include "rng.h"
+#include "cpu/cpu_gemm.h"
+#include "cpu/cpu_ops.h"
+#include "libs/openblas_gemm.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <omp.h>

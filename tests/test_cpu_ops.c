@@ -5,10 +5,10 @@
  * threads, on shapes large enough to take it (cpu_ops.c goes parallel from 32768 elements).
  * Exact comparisons rely on ISO C mode (-std=c11), where the compiler does not fuse a*b+c. */
 #include "check.h"
-#include "cpu_ops.h"
-#include "cpu_output_layer.h"
+#include "cpu/cpu_ops.h"
+#include "cpu/cpu_output_layer.h"
 #include "output_layer_reference.h"
-#include "rng.h"
+#include "core/rng.h"
 
 #include <float.h>
 #include <math.h>

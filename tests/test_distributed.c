@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_select.h"
+#include "app/backend_select.h"
 #include "check.h"
-#include "cpu_backend.h"
-#include "distributed.h"
+#include "cpu/cpu_backend.h"
+#include "core/distributed.h"
 #include "model_checks.h"
 
 /* The ranks add their shares' gradients where one rank adds all rows at once: a different order

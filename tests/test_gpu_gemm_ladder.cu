@@ -1,4 +1,4 @@
-/* The GEMM ladder (cuda/kernels/gemm_ladder.h) against the double-precision CPU reference
+/* The GEMM ladder (cuda/gemm/gemm_ladder.h, as bench/gemm_rungs.h lists it) against the double-precision CPU reference
  * (reference_gemm): fresh random inputs, odd shapes (1, 17, 1000, not multiples of any tile),
  * all four transposes, alpha and beta with and without reading C, row strides with padding and
  * matrices shifted off 16-byte alignment (the rungs' element-by-element paths), NaN around A
@@ -25,13 +25,14 @@
 #include <thread>
 #include <vector>
 
-#include "../cuda/cuda_check.h"
-#include "../cuda/gpu_backend.h"
+#include "libs/cuda_check.h"
+#include "cuda/gpu_backend.h"
 #include "gpu_test.h"
-#include "cpu_gemm.h"
+#include "cpu/cpu_gemm.h"
 #include "device_buffer.cuh"
-#include "gemm_ladder.h"
-#include "rng.h"
+#include "cuda/gemm/gemm_ladder.h"
+#include "bench/gemm_rungs.h"
+#include "core/rng.h"
 
 namespace {
 
@@ -162,86 +163,62 @@ std::vector<bf16> to_bf16(const std::vector<float> &v) {
     return out;
 }
 
-/* ---- the rungs, each behind one signature ---- */
+/* ---- the rungs (bench/gemm_rungs.h), each with plans forced ---- */
 
-/* A launch's arguments, A and B both as FP32 and as BF16 (device pointers, offsets applied). */
-struct launch_args {
-    bool ta, tb;
-    int m, n, k;
-    float alpha;
-    const float *a, *b;
-    const bf16 *a16, *b16;
-    int lda, ldb;
-    float beta;
-    float *c;
-    int ldc;
+/* The plans forced on a rung besides its own choice: block tile rows × cols (0: its own) and K
+ * slices (0: its own). Split-K slices are at least 32 (tiled) or 64 (tensor cores) deep, so
+ * small K gets fewer slices than asked for, and K = 65 two uneven ones. The tiled rung sums its
+ * slices in a cluster of at most 8 blocks: asked for 12, it makes 8. */
+struct plan {
+    const char *rung;
+    int rows, cols, splits;
+};
+const plan PLANS[] = {
+    {"tiled", 32, 32, 3},   {"tiled", 64, 64, 1},    {"tiled", 128, 128, 1}, {"tiled", 64, 64, 5},
+    {"tiled", 64, 64, 8},   {"tiled", 32, 32, 12},   {"tiled", 128, 128, 3}, {"tiled", 128, 256, 1},
+    {"tiled", 128, 256, 3}, {"tiled", 64, 128, 1},   {"tiled", 64, 128, 8},  {"tf32_mma", 0, 0, 1},
+    {"tf32_mma", 0, 0, 3},  {"tf32_wgmma", 0, 0, 1}, {"tf32_wgmma", 0, 0, 3}, {"bf16_mma", 0, 0, 1},
+    {"bf16_mma", 0, 0, 4},  {"bf16_wgmma", 0, 0, 1}, {"bf16_wgmma", 0, 0, 4},
 };
 
-#define FP32_ARGS stream, x.ta, x.tb, x.m, x.n, x.k, x.alpha, x.a, x.lda, x.b, x.ldb, x.beta, x.c, x.ldc
-#define BF16_ARGS stream, x.ta, x.tb, x.m, x.n, x.k, x.alpha, x.a16, x.lda, x.b16, x.ldb, x.beta, x.c, x.ldc
-
-void warptiled(const launch_args &x) { gpu_gemm_warptiled(FP32_ARGS); }
-void pipelined(const launch_args &x) { gpu_gemm_pipelined(FP32_ARGS); }
-template <int ROWS, int COLS, int SPLITS> void pipelined_plan(const launch_args &x) {
-    gpu_gemm_pipelined_with_plan(ROWS, COLS, SPLITS, FP32_ARGS);
-}
-void tf32(const launch_args &x) { gpu_gemm_tf32_mma(workspace, FP32_ARGS); }
-template <int SPLITS> void tf32_splits(const launch_args &x) {
-    gpu_gemm_tf32_mma_with_splits(SPLITS, workspace, FP32_ARGS);
-}
-void tf32_wgmma(const launch_args &x) { gpu_gemm_tf32_wgmma(workspace, FP32_ARGS); }
-template <int SPLITS> void tf32_wgmma_splits(const launch_args &x) {
-    gpu_gemm_tf32_wgmma_with_splits(SPLITS, workspace, FP32_ARGS);
-}
-void bf16_rung(const launch_args &x) { gpu_gemm_bf16_mma(workspace, BF16_ARGS); }
-template <int SPLITS> void bf16_splits(const launch_args &x) {
-    gpu_gemm_bf16_mma_with_splits(SPLITS, workspace, BF16_ARGS);
-}
-void bf16_wgmma(const launch_args &x) { gpu_gemm_bf16_wgmma(workspace, BF16_ARGS); }
-template <int SPLITS> void bf16_wgmma_splits(const launch_args &x) {
-    gpu_gemm_bf16_wgmma_with_splits(SPLITS, workspace, BF16_ARGS);
-}
-
-#undef FP32_ARGS
-#undef BF16_ARGS
-
-struct rung {
-    const char *name;
+/* A rung with one plan: what check_rung runs. */
+struct variant {
+    const gpu_gemm_rung *rung;
+    plan forced;
     rounding inputs;
-    void (*launch)(const launch_args &);
-    bool hopper_only;
+    char name[64];
 };
 
-/* Split-K slices are at least 32 (pipelined) or 64 (tensor cores) deep, so small K gets
- * fewer slices than asked for, and K = 65 two uneven ones. The pipelined rung sums its slices in
- * a cluster of at most 8 blocks: asked for 12, it makes 8. */
-const rung RUNGS[] = {
-    {"warptiled", AS_IS, warptiled},
-    {"pipelined(32, 3 K slices)", AS_IS, pipelined_plan<32, 32, 3>},
-    {"pipelined(64)", AS_IS, pipelined_plan<64, 64, 1>},
-    {"pipelined(128)", AS_IS, pipelined_plan<128, 128, 1>},
-    {"pipelined(64, 5 K slices)", AS_IS, pipelined_plan<64, 64, 5>},
-    {"pipelined(64, 8 K slices)", AS_IS, pipelined_plan<64, 64, 8>},
-    {"pipelined(32, 12 K slices)", AS_IS, pipelined_plan<32, 32, 12>},
-    {"pipelined(128, 3 K slices)", AS_IS, pipelined_plan<128, 128, 3>},
-    {"pipelined(128×256)", AS_IS, pipelined_plan<128, 256, 1>},
-    {"pipelined(128×256, 3 K slices)", AS_IS, pipelined_plan<128, 256, 3>},
-    {"pipelined(64×128)", AS_IS, pipelined_plan<64, 128, 1>},
-    {"pipelined(64×128, 8 K slices)", AS_IS, pipelined_plan<64, 128, 8>},
-    {"pipelined(auto)", AS_IS, pipelined},
-    {"tf32_mma(1 K slice)", TF32, tf32_splits<1>},
-    {"tf32_mma(3 K slices)", TF32, tf32_splits<3>},
-    {"tf32_mma(auto)", TF32, tf32},
-    {"tf32_wgmma(1 K slice)", TF32_TRUNCATED, tf32_wgmma_splits<1>, true},
-    {"tf32_wgmma(3 K slices)", TF32_TRUNCATED, tf32_wgmma_splits<3>, true},
-    {"tf32_wgmma(auto)", TF32_TRUNCATED, tf32_wgmma, true},
-    {"bf16_mma(1 K slice)", BF16, bf16_splits<1>},
-    {"bf16_mma(4 K slices)", BF16, bf16_splits<4>},
-    {"bf16_mma(auto)", BF16, bf16_rung},
-    {"bf16_wgmma(1 K slice)", BF16, bf16_wgmma_splits<1>, true},
-    {"bf16_wgmma(4 K slices)", BF16, bf16_wgmma_splits<4>, true},
-    {"bf16_wgmma(auto)", BF16, bf16_wgmma, true},
-};
+rounding inputs_of(const gpu_gemm_rung &r) {
+    if (r.bf16_operands) return BF16;
+    if (r.precision == PRECISION_TF32) return r.truncates_tf32 ? TF32_TRUNCATED : TF32;
+    return AS_IS;
+}
+
+/* The ladder past rung 3 (rungs 1 to 3 are tested with their epilogues in test_gpu_ops.cu),
+ * each with its plans and then its own choice ("auto"). */
+std::vector<variant> variants() {
+    std::vector<variant> out;
+    for (int i = 0; i < GPU_GEMM_RUNG_COUNT; i++) {
+        const gpu_gemm_rung &r = GPU_GEMM_RUNGS[i];
+        if (r.rung < 4) continue;
+        std::vector<plan> plans;
+        for (const plan &p : PLANS)
+            if (std::strcmp(p.rung, r.name) == 0) plans.push_back(p);
+        plans.push_back({r.name, 0, 0, 0});
+        for (const plan &p : plans) {
+            variant v{&r, p, inputs_of(r), ""};
+            if (p.rows)
+                std::snprintf(v.name, sizeof v.name, "%s(%dx%d, %d K slices)", r.name, p.rows, p.cols, p.splits);
+            else if (p.splits)
+                std::snprintf(v.name, sizeof v.name, "%s(%d K slices)", r.name, p.splits);
+            else
+                std::snprintf(v.name, sizeof v.name, "%s(auto)", r.name);
+            out.push_back(v);
+        }
+    }
+    return out;
+}
 
 /* Largest |got − want| / scale over C's elements; infinite for a NaN (an unwritten element). */
 double worst_error(const std::vector<float> &got, const std::vector<double> &want,
@@ -268,7 +245,7 @@ bool outside_intact(const std::vector<float> &got, const gemm_problem &p) {
     return true;
 }
 
-void check_rung(const rung &r, const gemm_problem &p, device_buffer<float> &da,
+void check_rung(const variant &r, const gemm_problem &p, device_buffer<float> &da,
                 device_buffer<float> &db, device_buffer<bf16> &da16, device_buffer<bf16> &db16) {
     const gemm_case &g = p.g;
     device_buffer<float> dc(p.c);
@@ -278,12 +255,15 @@ void check_rung(const rung &r, const gemm_problem &p, device_buffer<float> &da,
             for (int col = 0; col < g.n; col++) poisoned[g.offset + (size_t)row * p.ldc + col] = NAN;
         dc.upload(poisoned);
     }
-    launch_args x;
-    x.ta = p.ta, x.tb = p.tb, x.m = g.m, x.n = g.n, x.k = g.k, x.alpha = p.alpha, x.beta = p.beta;
+    gpu_gemm_call x = {};
+    x.stream = stream, x.workspace = workspace.data, x.workspace_floats = workspace.floats;
+    x.trans_a = p.ta, x.trans_b = p.tb, x.m = g.m, x.n = g.n, x.k = g.k;
+    x.alpha = p.alpha, x.beta = p.beta;
     x.a = da.ptr + g.offset, x.b = db.ptr + g.offset, x.lda = p.lda, x.ldb = p.ldb;
-    x.a16 = da16.ptr + g.offset, x.b16 = db16.ptr + g.offset;
+    x.a_bf16 = da16.ptr + g.offset, x.b_bf16 = db16.ptr + g.offset;
     x.c = dc.ptr + g.offset, x.ldc = p.ldc;
-    r.launch(x);
+    x.plan_rows = r.forced.rows, x.plan_cols = r.forced.cols, x.plan_splits = r.forced.splits;
+    r.rung->launch(&x);
     CUDA_CHECK_LAUNCH();
     const std::vector<float> got = dc.download();
     const double summation = worst_error(got, p.want[r.inputs], p.scale, p);
@@ -319,6 +299,7 @@ void check_ladder(bool hopper) {
                                                                 : LONG_MAX;
     const char *only = std::getenv("MLP_TEST_RUNGS");
     const bool tiny = shapes && std::strcmp(shapes, "tiny") == 0; /* racecheck: beta = 0 only */
+    const std::vector<variant> ladder = variants();
     for (const gemm_case &g : cases) {
         if ((long)g.m * g.n * g.k > max_volume) continue;
         for (int t = 0; t < 4; t++)
@@ -327,9 +308,9 @@ void check_ladder(bool hopper) {
                 const gemm_problem p = make_problem(t & 1, t & 2, g, accumulate);
                 device_buffer<float> da(p.a), db(p.b);
                 device_buffer<bf16> da16(to_bf16(p.a)), db16(to_bf16(p.b));
-                for (const rung &r : RUNGS)
-                    if ((hopper || !r.hopper_only) && (!only || std::strstr(r.name, only)))
-                        check_rung(r, p, da, db, da16, db16);
+                for (const variant &v : ladder)
+                    if ((hopper || !v.rung->hopper_only) && (!only || std::strstr(v.name, only)))
+                        check_rung(v, p, da, db, da16, db16);
             }
     }
 }

@@ -6,16 +6,16 @@
 #include <cstring>
 #include <vector>
 
-#include "../blas/cublas_dot.h"
-#include "../blas/cublas_gemm.h"
-#include "../cuda/cuda_check.h"
-#include "../cuda/gpu_backend.h"
+#include "libs/cublas_dot.h"
+#include "libs/cublas_gemm.h"
+#include "libs/cuda_check.h"
+#include "cuda/gpu_backend.h"
 #include "gpu_test.h"
 #include "device_buffer.cuh"
-#include "cpu_dot.h"
-#include "cpu_maxpool.h"
-#include "gpu_kernels.h"
-#include "rng.h"
+#include "bench/kernels/cpu_dot.h"
+#include "bench/kernels/cpu_maxpool.h"
+#include "bench/kernels/gpu_bench_kernels.h"
+#include "core/rng.h"
 
 namespace {
 

@@ -9,17 +9,17 @@
 #include <cstring>
 #include <vector>
 
-#include "../blas/cublas_gemm.h"
-#include "../cuda/cuda_check.h"
-#include "../cuda/gpu_backend.h"
-#include "../cuda/kernels/gemm_ladder.h"
+#include "libs/cublas_gemm.h"
+#include "libs/cuda_check.h"
+#include "cuda/gpu_backend.h"
+#include "cuda/gemm/gemm_ladder.h"
 #include "gpu_test.h"
 #include "device_buffer.cuh"
-#include "cpu_gemm.h"
-#include "cpu_ops.h"
-#include "gpu_kernels.h"
+#include "cpu/cpu_gemm.h"
+#include "cpu/cpu_ops.h"
+#include "cuda/kernels/gpu_kernels.h"
 #include "output_layer_reference.h"
-#include "rng.h"
+#include "core/rng.h"
 
 namespace {
 
@@ -69,7 +69,7 @@ void naive_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
 }
 
 void shared_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gpu_gemm_tiled_shared(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gpu_gemm_shared(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (epilogue && (epilogue->bias || epilogue->relu))
         gpu_bias_activation(stream, c, epilogue->bias, m, n, ldc, epilogue->relu);
     if (epilogue && epilogue->relu_mask) gpu_relu_backward(stream, c, epilogue->relu_mask, m, n, ldc);
@@ -90,41 +90,41 @@ struct gemm_impl {
 
 gpu_gemm_workspace workspace; /* split-K's partial sums, for the tiled GEMM */
 
-template <int TILE, int SPLITS> void tiled_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gpu_gemm_tiled_with_plan(TILE, SPLITS, workspace, stream, trans_a, trans_b, m, n, k, alpha, a,
+template <int TILE, int SPLITS> void blocked_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    gpu_gemm_blocked_with_plan(TILE, SPLITS, workspace, stream, trans_a, trans_b, m, n, k, alpha, a,
                              lda, b, ldb, beta, c, ldc, epilogue);
 }
 
-template <int ROWS, int COLS, int SPLITS> void pipelined_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gpu_gemm_pipelined_with_plan(ROWS, COLS, SPLITS, stream, trans_a, trans_b, m, n, k, alpha,
+template <int ROWS, int COLS, int SPLITS> void tiled_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    gpu_gemm_tiled_with_plan(ROWS, COLS, SPLITS, stream, trans_a, trans_b, m, n, k, alpha,
                                  a, lda, b, ldb, beta, c, ldc, epilogue);
 }
 
-void pipelined_auto_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gpu_gemm_pipelined(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+void tiled_auto_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    gpu_gemm_tiled(stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                        ldc, epilogue);
 }
 
-void tiled_auto_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gpu_gemm_tiled(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+void blocked_auto_launcher(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    gpu_gemm_blocked(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
                    ldc, epilogue);
 }
 
-/* gemm_tiled picks its tile and K slices by size; each tile is tested on every shape here, whole
- * and split into K slices (as many as K allows: slices are at least 32 deep, so K = 65 gets two,
- * of 48 and 17, which ends off the tile grid). */
+/* Rungs 3 (blocked) and 5 (tiled) pick their tile and K slices by size; each tile is tested on
+ * every shape here, whole and split into K slices (as many as K allows: slices are at least 32
+ * deep, so K = 65 gets two, of 48 and 17, which ends off the tile grid). */
 const gemm_impl GEMMS[] = {{"naive", naive_launcher},
-                           {"tiled_shared", shared_launcher},
-                           {"tiled(32)", tiled_launcher<32, 1>},
-                           {"tiled(64)", tiled_launcher<64, 1>},
-                           {"tiled(128)", tiled_launcher<128, 1>},
-                           {"tiled(32, 3 K slices)", tiled_launcher<32, 3>},
-                           {"tiled(64, 7 K slices)", tiled_launcher<64, 7>},
+                           {"shared", shared_launcher},
+                           {"blocked(32)", blocked_launcher<32, 1>},
+                           {"blocked(64)", blocked_launcher<64, 1>},
+                           {"blocked(128)", blocked_launcher<128, 1>},
+                           {"blocked(32, 3 K slices)", blocked_launcher<32, 3>},
+                           {"blocked(64, 7 K slices)", blocked_launcher<64, 7>},
+                           {"blocked(auto)", blocked_auto_launcher},
+                           {"tiled(32, 3 K slices)", tiled_launcher<32, 32, 3>},
+                           {"tiled(128)", tiled_launcher<128, 128, 1>},
+                           {"tiled(64×128, 3 K slices)", tiled_launcher<64, 128, 3>},
                            {"tiled(auto)", tiled_auto_launcher},
-                           {"pipelined(32, 3 K slices)", pipelined_launcher<32, 32, 3>},
-                           {"pipelined(128)", pipelined_launcher<128, 128, 1>},
-                           {"pipelined(64×128, 3 K slices)", pipelined_launcher<64, 128, 3>},
-                           {"pipelined(auto)", pipelined_auto_launcher},
                            {"cublas", cublas_launcher}};
 
 /* FP32 dot products of K ≤ 2048 terms: rounding error grows like sqrt(K)·6e-8 ≈ 3e-6, measured
@@ -224,8 +224,9 @@ long largest_gemm_volume() {
     return LONG_MAX;
 }
 
-/* Every GEMM of GEMMS whose name starts with "pipelined" (pipelined = true) or every other one. */
-void check_gemms(bool pipelined) {
+/* Every GEMM of GEMMS whose name starts with "tiled(" (the rung training runs: tiled = true), or
+ * every other one. */
+void check_gemms(bool tiled) {
     const gemm_case cases[] = {
         {1, 1, 1, 0, 0},        {2, 3, 4, 0, 0},        {17, 33, 65, 0, 0},     {1000, 3, 7, 0, 0},
         {7, 1000, 3, 0, 0},     {64, 784, 256, 0, 0},   {129, 257, 513, 0, 0},  {512, 256, 784, 0, 0},
@@ -235,7 +236,7 @@ void check_gemms(bool pipelined) {
         {17, 17, 17, 3, 0},     {18, 22, 26, 2, 0},     {150, 138, 142, 2, 0},  {1001, 999, 9, 0, 0},
         /* long K over a small output: what split-K is for */
         {10, 7, 4099, 0, 0},    {33, 65, 2001, 1, 1},
-        /* deep K over fewer 64×64 tiles than an H200 has multiprocessors: pipelined(auto) takes
+        /* deep K over fewer 64×64 tiles than an H200 has multiprocessors: tiled(auto) takes
          * 64×128 tiles in 2 and 8 K slices (layer 1 at batch 2048, off the tile grid) */
         {2047, 255, 783, 0, 0}, {784, 255, 2049, 0, 0},
     };
@@ -247,7 +248,7 @@ void check_gemms(bool pipelined) {
             for (bool accumulate : {false, true}) {
                 gemm_problem problem = make_gemm_problem(t & 1, t & 2, g, accumulate);
                 for (const gemm_impl &impl : GEMMS) {
-                    if ((std::strncmp(impl.name, "pipelined", 9) == 0) != pipelined) continue;
+                    if ((std::strncmp(impl.name, "tiled(", 6) == 0) != tiled) continue;
                     if (impl.launch == naive_launcher && t != 0 && volume > 100000000L) continue; /* slow */
                     check_gemm(impl, problem);
                 }
@@ -661,7 +662,7 @@ void check_other_ops() {
 const struct {
     const char *name;
     void (*check)();
-} PARTS[] = {{"gemm_pipelined", [] { check_gemms(true); }},
+} PARTS[] = {{"gemm_tiled", [] { check_gemms(true); }},
              {"gemm_others", [] { check_gemms(false); }},
              {"gemm_epilogue", check_gemm_epilogues},
              {"output_layer", check_output_layers},
@@ -688,7 +689,7 @@ int main() {
     CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));
     softmax_scratch = gpu_softmax_scratch_create();
     const char *part = std::getenv("MLP_TEST_PART");
-    CHECK(check_parts(part), "MLP_TEST_PART=%s: no such part (gemm_pipelined, gemm_others, gemm_epilogue, "
+    CHECK(check_parts(part), "MLP_TEST_PART=%s: no such part (gemm_tiled, gemm_others, gemm_epilogue, "
                              "output_layer, other, all)",
           part);
     cublas_gemm_handle_destroy(cublas);

@@ -22,10 +22,10 @@
 #include <cstring>
 #include <vector>
 
-#include "../cuda/gpu_backend.h"
+#include "cuda/gpu_backend.h"
 #include "gpu_test.h"
-#include "cpu_gemm.h"
-#include "rng.h"
+#include "cpu/cpu_gemm.h"
+#include "core/rng.h"
 
 namespace {
 

@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cuda/gpu_backend.h"
+#include "cuda/gpu_backend.h"
 #include "gpu_test.h"
-#include "cpu_backend.h"
-#include "cpu_ops.h"
-#include "rng.h"
+#include "cpu/cpu_backend.h"
+#include "cpu/cpu_ops.h"
+#include "core/rng.h"
 #include "model_checks.h"
 
 static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};

@@ -7,9 +7,9 @@
 
 #include "check.h"
 #include "temp_dir.h"
-#include "dataset.h"
-#include "idx.h"
-#include "rng.h"
+#include "core/dataset.h"
+#include "core/idx.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <stdbool.h>

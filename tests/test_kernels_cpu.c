@@ -13,11 +13,11 @@
 #include <string.h>
 
 #include "check.h"
-#include "cpu_dot.h"
-#include "cpu_maxpool.h"
-#include "openblas_dot.h"
-#include "openblas_gemm.h"
-#include "rng.h"
+#include "bench/kernels/cpu_dot.h"
+#include "bench/kernels/cpu_maxpool.h"
+#include "libs/openblas_dot.h"
+#include "libs/openblas_gemm.h"
+#include "core/rng.h"
 
 static rng random_source;
 

@@ -7,8 +7,8 @@
 #endif
 
 #include "check.h"
-#include "memory_plan.h"
-#include "rng.h"
+#include "core/memory_plan.h"
+#include "core/rng.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "check.h"
-#include "cpu_backend.h"
+#include "cpu/cpu_backend.h"
 #include "model_checks.h"
-#include "trainer.h"
+#include "core/trainer.h"
 
 static const char *const IMPLS[] = {"naive", "tiled", "blas"};
 

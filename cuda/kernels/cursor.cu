@@ -2,9 +2,9 @@
  * that everything that changes between steps is changed by the device itself and a recorded step
  * can be replayed as it is. One thread. A training step's update moves its cursor itself
  * (optimizers.cu); this kernel serves the test pass, which has no update. */
-#include "../cuda_check.h"
-#include "dependent_launch.cuh"
-#include "gpu_kernels.h"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/dependent_launch.cuh"
+#include "cuda/kernels/gpu_kernels.h"
 
 namespace {
 

@@ -27,7 +27,7 @@
 
 #include <utility>
 
-#include "../cuda_check.h"
+#include "libs/cuda_check.h"
 
 __device__ __forceinline__ void wait_for_previous_kernel() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -2,8 +2,8 @@
  * the epilogues of a GEMM that cannot apply them itself (cuBLAS's cublasSgemm), and the
  * references the fused epilogues are tested against. One thread per element; memory-bound, so
  * what matters is that a warp touches consecutive addresses, which it does. */
-#include "../cuda_check.h"
-#include "gpu_kernels.h"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/gpu_kernels.h"
 
 namespace {
 

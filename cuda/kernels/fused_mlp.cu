@@ -44,10 +44,10 @@
 #include <cmath>
 #include <cooperative_groups.h>
 
-#include "../cuda_check.h"
-#include "fused_mlp.h"
-#include "gemm_async_copy.cuh"
-#include "warp_reduce.cuh"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/fused_mlp.h"
+#include "cuda/gemm/gemm_async_copy.cuh"
+#include "cuda/kernels/warp_reduce.cuh"
 
 namespace cg = cooperative_groups;
 

@@ -9,7 +9,7 @@
 
 #include <cuda_runtime.h>
 
-#include "../../src/backend.h"
+#include "core/backend.h"
 
 /* The limits of the design; fused_pass.cu refuses (and the trainer falls back) outside them. */
 constexpr int FUSED_THREADS = 512;              /* threads per block: 16 warps */

@@ -15,9 +15,9 @@
  * stops at the pass's end, and runs in a capped grid, each thread taking several quads. */
 #include <climits>
 
-#include "../cuda_check.h"
-#include "dependent_launch.cuh"
-#include "gpu_kernels.h"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/dependent_launch.cuh"
+#include "cuda/kernels/gpu_kernels.h"
 
 namespace {
 

@@ -10,9 +10,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "../cuda_check.h"
-#include "dependent_launch.cuh"
-#include "gpu_kernels.h"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/dependent_launch.cuh"
+#include "cuda/kernels/gpu_kernels.h"
 
 namespace {
 

@@ -32,10 +32,10 @@
  * them (gpu_output_layer_fits) before it offers the operation. */
 #include <cmath>
 
-#include "../cuda_check.h"
-#include "dependent_launch.cuh"
-#include "gpu_kernels.h"
-#include "warp_reduce.cuh"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/dependent_launch.cuh"
+#include "cuda/kernels/gpu_kernels.h"
+#include "cuda/kernels/warp_reduce.cuh"
 
 namespace {
 

@@ -1,9 +1,9 @@
 /* Deterministic reductions: the bias gradient (column sums of a rows×cols matrix) and the sum
  * of a vector (a pass's per-sample losses and correct flags). No floating-point atomics: every
  * partial sum is combined in a fixed order, so the same input always gives the same bits. */
-#include "../cuda_check.h"
-#include "dependent_launch.cuh"
-#include "gpu_kernels.h"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/dependent_launch.cuh"
+#include "cuda/kernels/gpu_kernels.h"
 
 namespace {
 

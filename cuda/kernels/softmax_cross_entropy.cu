@@ -15,9 +15,9 @@
  * adds the blocks' partials in block order. The same input gives the same bits every time. */
 #include <cmath>
 
-#include "../cuda_check.h"
-#include "gpu_kernels.h"
-#include "warp_reduce.cuh"
+#include "libs/cuda_check.h"
+#include "cuda/kernels/gpu_kernels.h"
+#include "cuda/kernels/warp_reduce.cuh"
 
 namespace {
 

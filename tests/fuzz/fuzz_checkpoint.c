@@ -6,7 +6,7 @@
  *   - an accepted checkpoint, written back with checkpoint_write, gives the same bytes (the
  *     format has one encoding of each checkpoint, and the loader keeps every bit). */
 #include "fuzz_input.h"
-#include "checkpoint.h"
+#include "core/checkpoint.h"
 
 #include <zlib.h>
 

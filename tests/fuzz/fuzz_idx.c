@@ -5,7 +5,7 @@
  *   - an accepted file holds exactly the product of its dimensions in bytes, and an accepted
  *     raw (not gzip) file is exactly its header followed by those bytes. */
 #include "fuzz_input.h"
-#include "idx.h"
+#include "core/idx.h"
 
 #define GZIP_FIRST_BYTE 0x1f
 

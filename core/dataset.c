@@ -1,0 +1,146 @@
+/* Loading a split (images and labels) from a directory of IDX files, and the input normalization
+ * computed from the training set. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+
+#include "core/dataset.h"
+
+#include "core/idx.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Sanity bound on image rows and columns. */
+#define DATASET_MAX_IMAGE_SIDE 4096
+#define DATASET_PATH_SIZE 4096
+#define PIXEL_MAX 255.0
+
+static bool file_exists(const char *path) {
+    struct stat info;
+    return stat(path, &info) == 0;
+}
+
+/* Writes into path the file `name` in dir: the raw one if present, else the one with ".gz". */
+static bool find_file(const char *dir, const char *name, char *path, char *err, size_t err_size) {
+    size_t dir_length = strlen(dir);
+    const char *separator = dir_length > 0 && dir[dir_length - 1] == '/' ? "" : "/";
+    const char *suffixes[] = {"", ".gz"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        int length =
+            snprintf(path, DATASET_PATH_SIZE, "%s%s%s%s", dir, separator, name, suffixes[i]);
+        if (length < 0 || length >= DATASET_PATH_SIZE) {
+            snprintf(err, err_size, "%s: path too long", dir);
+            return false;
+        }
+        if (file_exists(path)) return true;
+    }
+    snprintf(err, err_size, "%s: found neither %s nor %s.gz (tools/fetch_data.sh downloads MNIST)",
+             dir, name, name);
+    return false;
+}
+
+static bool check_labels(const char *path, const idx_array *labels, char *err, size_t err_size) {
+    if (labels->shape[0] > INT_MAX) {
+        snprintf(err, err_size, "%s: %" PRIu32 " labels, more than the %d this program handles",
+                 path, labels->shape[0], INT_MAX);
+        return false;
+    }
+    for (size_t i = 0; i < labels->size; i++) {
+        if (labels->data[i] >= DATASET_CLASSES) {
+            snprintf(err, err_size, "%s: label %d at index %zu is not a class (0..%d)", path,
+                     labels->data[i], i, DATASET_CLASSES - 1);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool check_images(const char *path, const idx_array *images, char *err, size_t err_size) {
+    if (images->shape[1] > DATASET_MAX_IMAGE_SIDE || images->shape[2] > DATASET_MAX_IMAGE_SIDE) {
+        snprintf(err, err_size,
+                 "%s: images of %" PRIu32 " x %" PRIu32 " pixels, above the bound of %d x %d", path,
+                 images->shape[1], images->shape[2], DATASET_MAX_IMAGE_SIDE,
+                 DATASET_MAX_IMAGE_SIDE);
+        return false;
+    }
+    return true;
+}
+
+static bool check_counts(const char *image_path, const idx_array *images, const char *label_path,
+                         const idx_array *labels, char *err, size_t err_size) {
+    if (images->shape[0] != labels->shape[0]) {
+        snprintf(err, err_size,
+                 "%s: count mismatch: %" PRIu32 " images, but %s has %" PRIu32 " labels",
+                 image_path, images->shape[0], label_path, labels->shape[0]);
+        return false;
+    }
+    return true;
+}
+
+/* Reads and checks both files; on success the caller owns images and labels. */
+static bool read_split(const char *image_path, const char *label_path, idx_array *images,
+                       idx_array *labels, char *err, size_t err_size) {
+    if (!idx_read(label_path, 1, labels, err, err_size)) return false;
+    bool ok = check_labels(label_path, labels, err, err_size) &&
+              idx_read(image_path, 3, images, err, err_size) &&
+              check_images(image_path, images, err, err_size) &&
+              check_counts(image_path, images, label_path, labels, err, err_size);
+    if (!ok) {
+        idx_free(labels);
+        idx_free(images);
+    }
+    return ok;
+}
+
+bool dataset_load(const char *dir, dataset_split split, dataset *out, char *err, size_t err_size) {
+    memset(out, 0, sizeof *out);
+    bool train = split == SPLIT_TRAIN;
+    char image_path[DATASET_PATH_SIZE], label_path[DATASET_PATH_SIZE];
+    if (!find_file(dir, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte", image_path,
+                   err, err_size) ||
+        !find_file(dir, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte", label_path,
+                   err, err_size))
+        return false;
+    idx_array images = {0}, labels = {0};
+    if (!read_split(image_path, label_path, &images, &labels, err, err_size)) return false;
+    out->count = (int)labels.shape[0];
+    out->image_rows = (int)images.shape[1];
+    out->image_cols = (int)images.shape[2];
+    out->features = out->image_rows * out->image_cols;
+    out->pixels = images.data;
+    out->labels = labels.data;
+    out->scale = (float)(1.0 / PIXEL_MAX);
+    out->shift = 0.0f;
+    return true;
+}
+
+/* Mean and standard deviation of pixel/255, from a histogram of the 256 pixel values: the pixel
+ * sum is exact in integers, so a constant image set gets a standard deviation of exactly 0. */
+void dataset_normalization(const dataset *reference, float *scale, float *shift) {
+    uint64_t histogram[256] = {0};
+    size_t n = (size_t)reference->count * (size_t)reference->features;
+    for (size_t i = 0; i < n; i++) histogram[reference->pixels[i]]++;
+    uint64_t pixel_sum = 0;
+    for (int v = 0; v < 256; v++) pixel_sum += (uint64_t)v * histogram[v];
+    double pixel_mean = n ? (double)pixel_sum / (double)n : 0.0;
+    double squares = 0.0;
+    for (int v = 0; v < 256; v++)
+        squares += (double)histogram[v] * (v - pixel_mean) * (v - pixel_mean);
+    double mean = pixel_mean / PIXEL_MAX;
+    double std = n ? sqrt(squares / (double)n) / PIXEL_MAX : 0.0;
+    if (std == 0.0) std = 1.0;
+    *scale = (float)(1.0 / (PIXEL_MAX * std));
+    *shift = (float)(-mean / std);
+}
+
+void dataset_free(dataset *d) {
+    free(d->pixels);
+    free(d->labels);
+    memset(d, 0, sizeof *d);
+}

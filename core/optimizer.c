@@ -1,0 +1,40 @@
+#include "core/optimizer.h"
+#include "util/host_memory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+const char *optimizer_name(optimizer_kind kind) { return kind == OPTIMIZER_ADAM ? "adam" : "sgd"; }
+
+optimizer *optimizer_create(backend *be, optimizer_config config, size_t count) {
+    optimizer *opt = zalloc_or_exit(sizeof *opt, "the optimizer");
+    opt->config = config;
+    opt->be = be;
+    opt->count = count;
+    opt->state_arrays = config.kind == OPTIMIZER_ADAM ? 2 : 1;
+    float *zeros = zalloc_or_exit(count * sizeof(float), "the optimizer's initial state");
+    for (int i = 0; i < opt->state_arrays; i++) {
+        opt->state[i] = be->alloc(be, count * sizeof(float));
+        be->upload(be, opt->state[i], zeros, count * sizeof(float));
+    }
+    free(zeros);
+    return opt;
+}
+
+void optimizer_destroy(optimizer *opt) {
+    if (!opt) return;
+    for (int i = 0; i < opt->state_arrays; i++) opt->be->release(opt->be, opt->state[i]);
+    free(opt);
+}
+
+void optimizer_step(optimizer *opt, float *params, const float *grads, float lr,
+                    pass_cursor *cursor, int rows) {
+    backend *be = opt->be;
+    const optimizer_config *c = &opt->config;
+    if (c->kind == OPTIMIZER_ADAM)
+        be->adam_step(be, params, opt->state[0], opt->state[1], grads, opt->count, lr, c->beta1,
+                      c->beta2, c->eps, cursor, rows);
+    else
+        be->sgd_momentum_step(be, params, opt->state[0], grads, opt->count, lr, c->momentum,
+                              cursor, rows);
+}

@@ -1,0 +1,43 @@
+/* Optimizers over the model's flat parameter array: SGD with momentum, and Adam. Their state
+ * lives on the backend beside the parameters. */
+#ifndef MLP_OPTIMIZER_H
+#define MLP_OPTIMIZER_H
+
+#include <stddef.h>
+
+#include "core/backend.h"
+
+typedef enum { OPTIMIZER_SGD, OPTIMIZER_ADAM } optimizer_kind;
+
+typedef struct optimizer_config {
+    optimizer_kind kind;
+    float lr;
+    float momentum; /* SGD */
+    float beta1;    /* Adam */
+    float beta2;
+    float eps;
+} optimizer_config;
+
+typedef struct {
+    optimizer_config config;
+    backend *be;
+    size_t count;
+    float *state[2]; /* SGD: velocity; Adam: first and second moments */
+    int state_arrays; /* 1 for SGD, 2 for Adam */
+    int step;         /* updates made so far, as the host counts them (for checkpoints); the
+                       * device's count is the pass cursor's optimizer_steps */
+} optimizer;
+
+const char *optimizer_name(optimizer_kind kind);
+
+/* State arrays start at zero. */
+optimizer *optimizer_create(backend *be, optimizer_config config, size_t count);
+void optimizer_destroy(optimizer *opt);
+
+/* One update of params from grads, with learning rate lr: update number
+ * cursor->optimizer_steps + 1, which ends the step of `rows` rows: the cursor moves on by them
+ * (backend.h). Queued like any operation; opt->step is the caller's to count. */
+void optimizer_step(optimizer *opt, float *params, const float *grads, float lr,
+                    pass_cursor *cursor, int rows);
+
+#endif

@@ -1,0 +1,80 @@
+/* Training and evaluation of an MLP on one backend: the loop over epochs and batches, timed by
+ * phase and bracketed by NVTX ranges (run → epoch → step → h2d/forward/backward/update, or a
+ * replayed run of steps, then d2h, the host's wait and eval). Written once; the backend decides where and how each operation runs.
+ *
+ * A pass runs in one of three ways, chosen once when the trainer is created:
+ *   direct    the host queues each step's operations (per-phase timing and ranges);
+ *   recorded  runs of up to 32 steps are recorded once (CUDA graphs) and replayed;
+ *   whole     the backend trains the whole pass in one call (--impl fused).
+ * All three compute the same thing from the same batches. */
+#ifndef MLP_TRAINER_H
+#define MLP_TRAINER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/phase_profile.h"
+#include "core/backend.h"
+#include "core/dataset.h"
+#include "core/model.h"
+#include "core/optimizer.h"
+
+/* Test-set batches hold this many samples (or the training batch, if larger). */
+#define EVAL_ROWS 1000
+
+/* The most rows a pass holds at once, for a training batch of `batch`: every buffer the model's
+ * steps use has room for this many. */
+static inline int trainer_max_rows(int batch) { return batch > EVAL_ROWS ? batch : EVAL_ROWS; }
+
+typedef struct {
+    int batch;
+    uint64_t seed;
+    optimizer_config optimizer;
+    feed_options feed;
+    bool record_steps; /* record a step once and replay it, where the backend and feed allow */
+    bool profile;  /* time each phase with the backend's stamps */
+    bool progress; /* progress on stderr */
+} train_config;
+
+typedef struct {
+    int epoch;               /* counts from 1, continuing the epochs of a loaded checkpoint */
+    double train_loss;       /* mean over the epoch's batches, as the weights moved */
+    double train_accuracy;   /* fraction */
+    double test_loss;
+    double test_accuracy;
+    double time_s;           /* the training pass, wall clock, metrics read back */
+    double images_per_s;
+    double eval_time_s;
+    phase_totals phases;     /* zeros unless profiling */
+} epoch_result;
+
+typedef struct trainer trainer;
+
+/* initial_params: param_count floats on the host. optimizer_state: NULL for a fresh optimizer,
+ * else the saved state arrays (see trainer_export). epochs_done: epochs already trained. */
+trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *train,
+                        const dataset *test, const train_config *config,
+                        const float *initial_params, const float *optimizer_state,
+                        int optimizer_step, int epochs_done);
+void trainer_destroy(trainer *t);
+
+/* How passes run ("direct", "recorded" or "whole"; see above) and, when the backend offers a
+ * whole-pass implementation that could not take this model, why not (else NULL). */
+const char *trainer_pass_mode(const trainer *t);
+const char *trainer_whole_pass_refusal(const trainer *t);
+
+/* One epoch of training and one test pass. False if the loss stopped being finite
+ * (the message is in err); the parameters are then not worth saving. */
+bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char *err,
+                       size_t err_size);
+
+/* A test pass only: loss, accuracy and the confusion matrix (rows: true class, columns: predicted). */
+void trainer_evaluate(trainer *t, double *loss, double *accuracy,
+                      long confusion[DATASET_CLASSES][DATASET_CLASSES]);
+
+/* Copies the parameters and optimizer state to the host (for a checkpoint). The arrays returned
+ * are malloc'd: params has param_count floats, state param_count * state_arrays. */
+void trainer_export(trainer *t, float **params, float **state, int *state_arrays,
+                    int *optimizer_step, int *epochs_done);
+
+#endif

@@ -1,0 +1,405 @@
+/* Ladder rung 5, after gemm_warptiled.cu: a cp.async pipeline over shared memory.
+ *
+ * gemm_warptiled.cu loads a tile, waits at a barrier, multiplies it, waits again, loads the
+ * next: while a tile comes from memory (hundreds of cycles) the FMA units have nothing to do,
+ * and only other blocks on the multiprocessor can fill the gap. Here shared memory holds
+ * STAGES = 3 tiles of A and of B (BK = 32 deep for 128×128: 101 KB, two blocks per
+ * multiprocessor; 4 stages of 16 deep for one 64×64 variant, below), and the copies run ahead
+ * of the arithmetic:
+ *
+ *   prologue:   start copying tiles 0 and 1 (into stages 0, 1)
+ *   step t:     wait until tile t has landed; barrier
+ *               start copying tile t + 2 into stage (t + 2) % 3, the stage step t − 1 used
+ *               multiply tile t (stage t % 3), exactly as gemm_warptiled.cu does
+ *
+ * The copies are cp.async (gemm_async_copy.cuh): global to shared without passing through
+ * registers, so a thread issues them and goes straight on to multiply. The one barrier per
+ * step both publishes tile t and guarantees that every warp has finished step t − 1, whose
+ * stage is about to be overwritten.
+ *
+ * cp.async cannot transpose, so an operand whose rows run along K (A not transposed, B
+ * transposed) is copied 4 bytes at a time into its transposed place; one stored along M or N
+ * goes 16 bytes at a time where aligned. The multiply needs tile[kk][i] either way.
+ *
+ * Tile by size, as gemm_tiled.cu does: 128×256 blocks (256 threads, 16×8 per lane, one block
+ * per multiprocessor) for the largest products; 128×128 (256 threads, 8×8 per lane, two
+ * blocks) when that gives every multiprocessor a block; else 64×64 (128 threads, 8×4 per
+ * lane); and when even those are too few (the MLP's layers), split-K on 64×64, or on 32×32
+ * (two warps) when M or N is under 64, or, where K is deep, on 64×128 (256 threads, 8×4 per
+ * lane); gpu_gemm_tiled, at the end, has the rules and their measurements.
+ *
+ * Split-K here goes through a thread block cluster (Hopper), not through memory. The blocks of
+ * one tile, one per K slice (grid z), are launched as one cluster of up to 8. Each multiplies
+ * its slice and leaves its raw partial tile in its own shared memory (the pipeline's stages are
+ * free by then); after a cluster-wide barrier, block z takes every (S·THREADS)-th quad of the
+ * tile from z·THREADS on, adds the S blocks' partials for it in the order 0, 1, ..., S − 1,
+ * reading the other blocks' shared memory directly (distributed shared memory), and stores the
+ * sum through the epilogue; a second barrier keeps every block's shared memory alive until the
+ * others have read it (a relaxed one: it need not wait for the stores to C). So a split product
+ * is one launch, its partials never go to memory, and the sums are the same bits on every run
+ * (gemm_tiled.cu's split-K, with its second kernel over a workspace in memory, is the version
+ * before). Without clusters (before compute capability 9.0) K is not split. The number of
+ * slices is a power of two (clusters of 5 to 7 blocks measured slower), and where K's slices
+ * come out shallower in 16-deep steps than in 32-deep ones (K = 784 in 7 slices: 112 against
+ * 128), the 64×64 tile takes 16-deep steps. The 128×256 tile is the last step to
+ * cuBLAS: each lane does 128 FMAs for every 6 float4 reads of shared memory instead of 64 for
+ * 4, and the FMA pipe is the limit (measured at 4096³ on an H200: 0.93 of cuBLAS, against
+ * 0.88 for 128×128).
+ *
+ * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major; A is stored M×K (K×M when
+ * transposed), B K×N (N×K when transposed). Any M, N, K: copies outside the matrix become
+ * stores of zero, and the results are stored only inside it. */
+#include <cooperative_groups.h>
+#include <cstdio>
+#include <cstdlib>
+
+#include "libs/cuda_check.h"
+#include "cuda/gemm/gemm_async_copy.cuh"
+#include "cuda/kernels/dependent_launch.cuh"
+#include "cuda/gemm/gemm_common.cuh"
+#include "cuda/gemm/gemm_ladder.h"
+#include "cuda/gemm/gemm_split_k.cuh"
+
+namespace {
+
+constexpr int PAD = 4;     /* floats after each shared row */
+constexpr int MIN_SLICE = 32; /* split-K: the thinnest K slice worth a block */
+constexpr int MAX_SLICES = 8;  /* split-K: blocks in a cluster, the most any GPU guarantees */
+
+/* A block tile of BM×BN, BK deep, STAGES tiles in flight (one multiplied, the others loading),
+ * split among WARPS_M×WARPS_N warps; each warp's lanes form a 4×8 grid of 4×4 patches, repeated
+ * over the warp tile (see gemm_warptiled.cu). */
+
+template <int BM_, int BN_, int BK_, int STAGES_, int WARPS_M_, int WARPS_N_, int BLOCKS_PER_SM_>
+struct tile_config {
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_;
+    static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+    static constexpr int BLOCKS_PER_SM = BLOCKS_PER_SM_; /* __launch_bounds__: caps the registers */
+    static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
+    static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
+    static constexpr int LANES_M = 4, LANES_N = 8, TM = 4, TN = 4;
+    static constexpr int REPEAT_M = WM / (LANES_M * TM), REPEAT_N = WN / (LANES_N * TN);
+    static constexpr int A_LINE = BM + PAD, B_LINE = BN + PAD; /* floats per shared row */
+    static constexpr int STAGE_FLOATS = BK * (A_LINE + B_LINE);
+    static constexpr size_t SHARED_BYTES = STAGES * STAGE_FLOATS * sizeof(float);
+    static_assert(REPEAT_M * LANES_M * TM == WM && REPEAT_N * LANES_N * TN == WN, "tiles must nest");
+};
+/* BK = 32 is faster than 16 at 4096³ (measured: 3% for 128×128, 4% for 128×256; 4 stages no
+ * better); the 32×32 tile serves
+ * products with little work per block (N = 10, K = 16 in the MLP), where a shallow step and
+ * small patches per lane keep the one block's critical path short. */
+using large_tile = tile_config<128, 128, 32, 3, 4, 2, 2>; /* warp tile 32×64, 8×8 per lane */
+using small_tile = tile_config<64, 64, 32, 3, 2, 2, 3>;   /* warp tile 32×32, 8×4 per lane */
+using narrow_tile = tile_config<32, 32, 16, 3, 2, 1, 8>;  /* warp tile 16×32, 4×4 per lane */
+using wide_tile = tile_config<128, 256, 32, 3, 2, 4, 1>;  /* warp tile 64×64, 16×8 per lane */
+/* small_tile in 16-deep steps, four in flight: for split-K where K's slices come out shallower
+ * in steps of 16 than of 32 (layer 1's forward, K = 784 in 7 slices: 112 deep, against 128 in
+ * steps of 32, 11.2 µs against 11.9 at batch 512 on an H200). */
+using small_thin_tile = tile_config<64, 64, 16, 4, 2, 2, 3>;
+/* 64×128 in 8 warps, 8×4 per lane: for products whose 64×64 tiles are fewer than the
+ * multiprocessors but deep in K (layer 1's at batch 2048), in a few deep slices, one 8-warp block
+ * per multiprocessor or two (gpu_gemm_tiled has the measurements). */
+using medium_tile = tile_config<64, 128, 32, 3, 2, 4, 2>; /* warp tile 32×32, 8×4 per lane */
+
+/* Starts copying tile[kk][i] = X(i0 + i, k0 + kk), kk < BK, i < WIDTH (zero outside the
+ * matrix), where X is op(A) (i: a row of C) or op(B)ᵀ (i: a column of C), stored with element
+ * (i, k) at x[i·ld + k] when K_CONTIGUOUS, else at x[k·ld + i]. */
+template <int BK, int WIDTH, int LINE, int THREADS, bool K_CONTIGUOUS>
+__device__ __forceinline__ void copy_tile(float *tile, const float *x, int ld, int i0, int k0,
+                                          int i_end, int k_end, bool vectors) {
+    static_assert(WIDTH * BK % THREADS == 0, "every thread copies the same number of floats");
+    if constexpr (!K_CONTIGUOUS) { /* the tile's rows are the matrix's rows: 16-byte copies */
+        copy_tile_async<float, BK, WIDTH, LINE, THREADS>(tile, x + (size_t)k0 * ld + i0, ld, k0, i0,
+                                                        k_end, i_end, vectors);
+    } else { /* transposing, one float per copy. A warp takes 8 consecutive k (one 32-byte
+              * sector of global memory) of 4 consecutive i: its stores land in shared memory at
+              * kk·LINE + i, banks 4·kk + i (LINE is 4 more than a multiple of 32), all 32
+              * different. (Lanes along 32 k of one i, the obvious order, hit every bank 4
+              * times; measured, that made no difference at 4096³, where the FMAs are the
+              * limit, but it is no dearer.) Each thread keeps its k and moves I_PER_ROUND
+              * values of i each round. */
+        constexpr int K_OCTETS = BK / 8, I_PER_ROUND = THREADS / BK, ROUNDS = WIDTH / I_PER_ROUND;
+        static_assert(BK % 8 == 0 && (THREADS / 32) % K_OCTETS == 0 && WIDTH % I_PER_ROUND == 0,
+                      "whole warps of 8 k × 4 i, whole rounds");
+        static_assert(LINE % 32 == 4, "conflict-free stores need LINE = 4 mod 32");
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        const int kk = warp % K_OCTETS * 8 + lane % 8, i = warp / K_OCTETS * 4 + lane / 8;
+        float *to = tile + kk * LINE + i;
+        const float *from = x + (size_t)(i0 + i) * ld + (k0 + kk);
+        const size_t round_stride = (size_t)I_PER_ROUND * ld;
+        if (i0 + WIDTH <= i_end && k0 + BK <= k_end) { /* the whole tile is inside */
+#pragma unroll
+            for (int round = 0; round < ROUNDS; round++, from += round_stride)
+                cp_async_4(to + round * I_PER_ROUND, from);
+        } else {
+            const bool k_inside = k0 + kk < k_end;
+#pragma unroll 1
+            for (int round = 0; round < ROUNDS; round++, from += round_stride) {
+                if (k_inside && i0 + i + round * I_PER_ROUND < i_end) cp_async_4(to + round * I_PER_ROUND, from);
+                else to[round * I_PER_ROUND] = 0.0f;
+            }
+        }
+    }
+}
+
+/* acc += a ⊗ b: the 4×4 outer product of a column piece of op(A) and a row piece of op(B). */
+template <int TM, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, float4 b) {
+    const float av[TM] = {a.x, a.y, a.z, a.w}, bv[TN] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] += av[i] * bv[j];
+}
+
+/* Stores the block's tile of C (rows row0.., columns col0..), each element the sum of the
+ * cluster's partial tiles: the split-K reduction described at the top. Every thread has left
+ * its accumulators at its patches of `tile` (BM×BN, row-major, in its block's shared memory). */
+template <typename CFG>
+__device__ __forceinline__ void store_cluster_sum(float *tile, const gemm_output &out, int m, int n,
+                                                  int row0, int col0) {
+    namespace cg = cooperative_groups;
+    constexpr int QUADS = CFG::BM * CFG::BN / 4, QUADS_PER_ROW = CFG::BN / 4;
+    cg::cluster_group cluster = cg::this_cluster();
+    const int slices = (int)cluster.num_blocks();
+    cluster.sync(); /* every block's partial tile is in its shared memory */
+    for (int q = (int)cluster.block_rank() * CFG::THREADS + threadIdx.x; q < QUADS; q += slices * CFG::THREADS) {
+        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int z = 0; z < slices; z++) {
+            const float4 part = reinterpret_cast<const float4 *>(cluster.map_shared_rank(tile, z))[q];
+            sum.x += part.x, sum.y += part.y, sum.z += part.z, sum.w += part.w;
+        }
+        store_quad(out, m, n, row0 + q / QUADS_PER_ROW, col0 + q % QUADS_PER_ROW * 4, sum);
+    }
+    /* The other blocks must have read this one's tile before it exits. Their reads are done
+     * (each fed a store above), so a relaxed arrival will do: unlike cluster.sync()'s, it does
+     * not wait for this block's stores to C to complete. */
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+}
+
+/* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C). Grid ceil(N/BN) × ceil(M/BM) × slices,
+ * block z multiplying K slice z; with more than one slice, the grid's z blocks of a tile form
+ * a cluster (1 × 1 × slices). CFG::SHARED_BYTES of dynamic shared memory. */
+template <typename CFG, bool TRANS_A, bool TRANS_B>
+__global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
+gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
+                      int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
+                      int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
+    constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, STAGES = CFG::STAGES, A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
+    constexpr int LANES_M = CFG::LANES_M, LANES_N = CFG::LANES_N, TM = CFG::TM, TN = CFG::TN;
+    constexpr int REPEAT_M = CFG::REPEAT_M, REPEAT_N = CFG::REPEAT_N;
+    /* stage s: a_tile[kk][i] at shared + s·STAGE_FLOATS + kk·A_LINE + i, b_tile right after */
+    extern __shared__ __align__(16) float shared[];
+    wait_for_previous_kernel();
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int patch_row = (warp / CFG::WARPS_N) * CFG::WM + (lane / LANES_N) * TM;
+    const int patch_col = (warp % CFG::WARPS_N) * CFG::WN + (lane % LANES_N) * TN;
+    const gemm_k_range range = block_k_range(k, k_per_split);
+    const int steps = (range.end - range.begin + BK - 1) / BK;
+
+    auto start_copying = [&](int step) {
+        float *a_tile = shared + (step % STAGES) * CFG::STAGE_FLOATS, *b_tile = a_tile + BK * A_LINE;
+        const int k0 = range.begin + step * BK;
+        copy_tile<BK, BM, A_LINE, CFG::THREADS, !TRANS_A>(a_tile, a, lda, row0, k0, m, range.end, vector_a);
+        copy_tile<BK, BN, B_LINE, CFG::THREADS, TRANS_B>(b_tile, b, ldb, col0, k0, n, range.end, vector_b);
+    };
+    /* one commit group per step, empty ones included, so "step t landed" is always "all but
+     * the newest STAGES − 2 groups are done" */
+#pragma unroll
+    for (int step = 0; step < STAGES - 1; step++) {
+        if (step < steps) start_copying(step);
+        cp_async_commit();
+    }
+
+    float acc[REPEAT_M][REPEAT_N][TM][TN] = {};
+    for (int step = 0; step < steps; step++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        if (step + STAGES - 1 < steps) start_copying(step + STAGES - 1);
+        cp_async_commit();
+
+        const float *a_tile = shared + (step % STAGES) * CFG::STAGE_FLOATS, *b_tile = a_tile + BK * A_LINE;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk++) {
+            float4 a_piece[REPEAT_M], b_piece[REPEAT_N];
+#pragma unroll
+            for (int rm = 0; rm < REPEAT_M; rm++)
+                a_piece[rm] = *reinterpret_cast<const float4 *>(a_tile + kk * A_LINE + patch_row + rm * LANES_M * TM);
+#pragma unroll
+            for (int rn = 0; rn < REPEAT_N; rn++)
+                b_piece[rn] = *reinterpret_cast<const float4 *>(b_tile + kk * B_LINE + patch_col + rn * LANES_N * TN);
+#pragma unroll
+            for (int rm = 0; rm < REPEAT_M; rm++)
+#pragma unroll
+                for (int rn = 0; rn < REPEAT_N; rn++) outer_product(acc[rm][rn], a_piece[rm], b_piece[rn]);
+        }
+    }
+
+    const gemm_output out = output_to_c(c, ldc, alpha, beta, epilogue);
+    if (gridDim.z == 1) {
+        for_each_quad<LANES_M, LANES_N>(acc, patch_row, patch_col, [&](int row, int col, float4 quad) {
+            store_quad(out, m, n, row0 + row, col0 + col, quad);
+        });
+        return;
+    }
+    static_assert(CFG::BM * CFG::BN <= CFG::STAGES * CFG::STAGE_FLOATS, "the partial tile fits in the stages");
+    cp_async_wait<0>(); /* only empty groups are left, but the stages are about to be reused */
+    __syncthreads();    /* every warp has finished reading the last stage */
+    for_each_quad<LANES_M, LANES_N>(acc, patch_row, patch_col, [&](int row, int col, float4 quad) {
+        *reinterpret_cast<float4 *>(shared + row * BN + col) = quad;
+    });
+    store_cluster_sum<CFG>(shared, out, m, n, row0, col0);
+}
+
+/* Raises the kernel's dynamic shared memory limit (48 KB unless asked) once. */
+template <typename CFG, bool TRANS_A, bool TRANS_B> void allow_shared_memory() {
+    static bool done = false;
+    if (done) return;
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)CFG::SHARED_BYTES));
+    done = true;
+}
+
+/* Whether this GPU runs thread block clusters (compute capability 9.0 on): split-K needs them. */
+bool clusters_available() {
+    static int available = -1;
+    if (available < 0) {
+        int device;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaDeviceGetAttribute(&available, cudaDevAttrClusterLaunch, device));
+    }
+    return available != 0;
+}
+
+/* The grid is ceil(N/BN) × ceil(M/BM) × slices, and with more than one slice a tile's blocks are
+ * a cluster. */
+template <typename CFG, bool TRANS_A, bool TRANS_B>
+void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
+    allow_shared_memory<CFG, TRANS_A, TRANS_B>();
+    const dim3 grid(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
+    launch_dependent(gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>, grid, CFG::THREADS,
+                     CFG::SHARED_BYTES, stream, split.splits, m, n, k, split.k_per_split, alpha, a,
+                     lda, b, ldb, beta, c, ldc, epilogue, float4_aligned(a, lda),
+                     float4_aligned(b, ldb));
+}
+
+long tiles(int m, int n, int side) { return (long)blocks_for(m, side) * blocks_for(n, side); }
+long wide_tiles(int m, int n) { return (long)blocks_for(m, wide_tile::BM) * blocks_for(n, wide_tile::BN); }
+
+/* Slices for a grid of `tiles` blocks: the largest power of two that keeps it within two blocks
+ * per multiprocessor, at most MAX_SLICES. Measured on an H200 (132 multiprocessors, graphs of
+ * back-to-back GEMMs, 2026-11-24): layer 1's weight gradient at batch 512 (784×256×512, 52
+ * tiles) took 10.5 µs in 4 slices, 10.5 in 5, 12.0 in 6 and 14.2 in 3; at batch 2048 32.9 µs in
+ * 4, 34.0 in 6 and 31.6 in 8 (and 39.4 in 5, measured before the relaxed cluster barrier).
+ * Clusters of 5 to 7 blocks place worse than 4 or 8. */
+long power_of_two_slices(long tiles, int sms) {
+    long slices = 1;
+    while (slices < MAX_SLICES && 2 * slices * tiles <= 2L * sms) slices *= 2;
+    return slices;
+}
+
+/* K cut into `forced_splits` slices, or (0) power_of_two_slices when the tiles leave
+ * multiprocessors without a block; at most MAX_SLICES (a cluster), and one where the GPU has no
+ * clusters. Slices are whole steps of CFG::BK. */
+template <typename CFG> gemm_k_split split_for(int forced_splits, int m, int n, int k) {
+    const long grid_tiles = (long)blocks_for(m, CFG::BM) * blocks_for(n, CFG::BN);
+    const int sms = gemm_multiprocessor_count();
+    long wanted = forced_splits > 0 ? forced_splits : grid_tiles >= sms ? 1 : power_of_two_slices(grid_tiles, sms);
+    if (wanted > MAX_SLICES) wanted = MAX_SLICES;
+    if (!clusters_available()) wanted = 1;
+    return gemm_k_slices((int)wanted, k, CFG::BK, MIN_SLICE);
+}
+
+template <typename CFG>
+void run(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
+#define GEMM_PIPELINED_LAUNCH(TA, TB)                                                              \
+    launch_kernel<CFG, TA, TB>(split, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, \
+                               ldb, beta, c, ldc)
+    if (!trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(false, false);
+    else if (trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(true, false);
+    else if (!trans_a && trans_b) GEMM_PIPELINED_LAUNCH(false, true);
+    else GEMM_PIPELINED_LAUNCH(true, true);
+#undef GEMM_PIPELINED_LAUNCH
+}
+
+void run_tile(int rows, int cols, int forced_splits, const gemm_epilogue *epilogue, GPU_GEMM_ARGS) {
+    const gemm_epilogue e = epilogue ? *epilogue : gemm_epilogue{};
+#define GEMM_PIPELINED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
+    if (rows == 128 && cols == 256) {
+        run<wide_tile>(split_for<wide_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+    } else if (rows == 128) {
+        run<large_tile>(split_for<large_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+    } else if (rows == 64 && cols == 128) {
+        run<medium_tile>(split_for<medium_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+    } else if (rows == 64) { /* 16-deep steps where they make the slices shallower */
+        const gemm_k_split deep = split_for<small_tile>(forced_splits, m, n, k);
+        const gemm_k_split thin = split_for<small_thin_tile>(forced_splits, m, n, k);
+        if (thin.k_per_split < deep.k_per_split) run<small_thin_tile>(thin, e, GEMM_PIPELINED_ARGS);
+        else run<small_tile>(deep, e, GEMM_PIPELINED_ARGS);
+    } else {
+        run<narrow_tile>(split_for<narrow_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+    }
+#undef GEMM_PIPELINED_ARGS
+}
+
+/* The medium tile's K slices: the most (a power of two, at most MAX_SLICES) that keep every slice
+ * at least MEDIUM_MIN_SLICE deep and the grid within two blocks per multiprocessor; 0 where that
+ * grid would leave more than a tenth of the multiprocessors without a block. */
+constexpr int MEDIUM_MIN_SLICE = 256;
+int medium_tile_slices(int m, int n, int k, int sms) {
+    const long grid_tiles = (long)blocks_for(m, medium_tile::BM) * blocks_for(n, medium_tile::BN);
+    long slices = power_of_two_slices(grid_tiles, sms);
+    while (slices > 1 && k / slices < MEDIUM_MIN_SLICE) slices /= 2;
+    return 10 * grid_tiles * slices >= 9L * sms ? (int)slices : 0;
+}
+
+} // namespace
+
+bool gpu_gemm_tiled_has_tile(int rows, int cols) {
+    return (rows == cols && (rows == 32 || rows == 64 || rows == 128)) || (rows == 64 && cols == 128) ||
+           (rows == 128 && cols == 256);
+}
+
+void gpu_gemm_tiled_with_plan(int tile_rows, int tile_cols, int splits, GPU_GEMM_ARGS,
+                                  const gemm_epilogue *epilogue) {
+    if (m == 0 || n == 0) return;
+    if (!gpu_gemm_tiled_has_tile(tile_rows, tile_cols)) {
+        std::fprintf(stderr, "gpu_gemm_tiled_with_plan: no %d×%d tile (32×32, 64×64, 64×128, "
+                             "128×128 or 128×256)\n", tile_rows, tile_cols);
+        std::exit(1);
+    }
+    run_tile(tile_rows, tile_cols, splits > 1 ? splits : 1, epilogue, stream, trans_a, trans_b, m, n, k,
+             alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* The largest tile that still gives every multiprocessor a block, 128×256, 128×128 or 64×64;
+ * failing that 64×64 with split-K, or 32×32 (16 deep) when M or N is under 64 or K under 32,
+ * where a 64-wide or 32-deep tile would be mostly padding. Three exceptions, measured on an H200
+ * (132 multiprocessors; mlp_bench --plan, tools/device_run.sh plans, and graphs of back-to-back
+ * GEMMs, 2026-11-24):
+ * - Fewer 64×64 tiles than multiprocessors, but K deep enough for 64×128 tiles in slices of 256
+ *   or more to give nine tenths of them a block (medium_tile_slices): those. Layer 1 at batch
+ *   2048: the forward product (2048×256×784) 27.2 µs in 2 slices against 30.0 for 64×64
+ *   unsplit; the weight gradient (784×256×2048) 30.2 µs in 8 slices against 32.9 for 64×64 in 4
+ *   (cuBLAS: 24.8 and 26.0). Shallower slices lose: 2048×256×784 in 4 took 40.5 µs.
+ * - 64×64 tiles for three quarters of the multiprocessors or more: no split-K. The sum costs
+ *   as much as the idle multiprocessors.
+ * - K too short for more than 2 slices, and enough 32×32 tiles to go round: those, unsplit
+ *   (784×256×64, layer 1's weight gradient at batch 64: 8.4 µs against 10.3 in 2 slices). */
+void gpu_gemm_tiled(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
+    if (m == 0 || n == 0) return;
+    const int sms = gemm_multiprocessor_count();
+    const bool narrow = m < 64 || n < 64 || k < 32;
+    int rows, cols, splits = 0; /* 0: as many K slices as the grid needs */
+    const int medium_slices = !narrow && tiles(m, n, 64) < sms ? medium_tile_slices(m, n, k, sms) : 0;
+    if (medium_slices > 0) rows = 64, cols = 128, splits = medium_slices;
+    else if (wide_tiles(m, n) >= sms) rows = 128, cols = 256;
+    else if (tiles(m, n, 128) >= sms) rows = cols = 128;
+    else if (!narrow && 4 * tiles(m, n, 64) >= 3L * sms) rows = cols = 64, splits = 1;
+    else if (k < 3 * MIN_SLICE && tiles(m, n, 32) >= sms) rows = cols = 32, splits = 1;
+    else rows = cols = narrow ? 32 : 64;
+    run_tile(rows, cols, splits, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}

@@ -1,0 +1,46 @@
+/* What the wgmma rungs (gemm_bf16_wgmma.cu, gemm_tf32_wgmma.cu) share: the shared-memory
+ * matrix descriptor of the 128-byte swizzle layout, and the fences and waits around
+ * wgmma.mma_async (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). sm_90a
+ * only: include it from files built for that target alone. */
+#ifndef MLP_WGMMA_CUH
+#define MLP_WGMMA_CUH
+
+#include <cstdint>
+
+#include "cuda/gemm/gemm_async_copy.cuh"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "wgmma needs the sm_90a target (CMake: CUDA_ARCHITECTURES 90a)"
+#endif
+
+/* The 128-byte swizzle: rows of 128 bytes in which the 16-byte chunk j of row r is stored at
+ * chunk j ^ (r % 8); the pattern repeats every 8 rows, so a tile starts on 1024 bytes. */
+constexpr int ROW_BYTES = 128, SWIZZLE_BYTES = 8 * ROW_BYTES;
+
+__device__ __forceinline__ int swizzled_chunk(int chunk, int row) { return (chunk ^ (row % 8)) * 16; }
+
+/* The 64-bit shared-memory matrix descriptor: start address, leading and stride byte offsets,
+ * all in 16-byte units, base offset 0 (tiles start on 1024 bytes), 128-byte swizzle (mode 1 in
+ * bits 62-63) (PTX ISA, "Matrix Descriptor Format"). */
+__device__ __forceinline__ uint64_t descriptor(const char *start, int leading_bytes, int stride_bytes) {
+    return (uint64_t)((shared_address(start) & 0x3FFFF) >> 4) | (uint64_t)(leading_bytes >> 4) << 16 |
+           (uint64_t)(stride_bytes >> 4) << 32 | (uint64_t)1 << 62;
+}
+
+/* Orders this thread's ordinary (generic proxy) writes to shared memory, cp.async included,
+ * before the tensor cores' reads through the async proxy; a barrier must follow. */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int GROUPS_IN_FLIGHT> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(GROUPS_IN_FLIGHT) : "memory");
+}
+
+/* Keeps the compiler from moving accesses to the accumulators across the points where
+ * asynchronous wgmma may be writing them. */
+template <int N> __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#endif
