@@ -60,6 +60,9 @@ void bf16_wgmma(const gpu_gemm_call *x) {
     else
         gpu_gemm_bf16_wgmma(workspace(x), BF16_ARGS);
 }
+template <gemm_precision P> void tiled_tensor(const gpu_gemm_call *x) {
+    gpu_gemm_tiled_tensor_with_plan(P, x->plan_rows, x->plan_cols, x->plan_splits, FP32_ARGS);
+}
 void cublas_fp32(const gpu_gemm_call *x) { cublas_gemm(CUBLAS_ARGS(x->a, x->b)); }
 void cublas_tf32(const gpu_gemm_call *x) { cublas_gemm_tf32(CUBLAS_ARGS(x->a, x->b)); }
 void cublas_bf16(const gpu_gemm_call *x) {
@@ -81,9 +84,11 @@ extern "C" const gpu_gemm_rung GPU_GEMM_RUNGS[] = {
     {"blas",       0, PRECISION_FP32, false, false, false, cublas_fp32, nullptr,                 false},
     {"tf32_mma",   6, PRECISION_TF32, false, false, false, tf32_mma,    nullptr,                 true},
     {"tf32_wgmma", 8, PRECISION_TF32, false, true,  true,  tf32_wgmma,  nullptr,                 true},
+    {"tiled_tf32", 10, PRECISION_TF32, false, false, false, tiled_tensor<PRECISION_TF32>, gpu_gemm_tiled_tensor_has_tile, true},
     {"blas_tf32",  0, PRECISION_TF32, false, false, false, cublas_tf32, nullptr,                 false},
     {"bf16_mma",   7, PRECISION_BF16, true,  false, false, bf16_mma,    nullptr,                 true},
     {"bf16_wgmma", 9, PRECISION_BF16, true,  false, true,  bf16_wgmma,  nullptr,                 true},
+    {"tiled_bf16", 10, PRECISION_BF16, false, false, false, tiled_tensor<PRECISION_BF16>, gpu_gemm_tiled_tensor_has_tile, true},
     {"blas_bf16",  0, PRECISION_BF16, true,  false, false, cublas_bf16, nullptr,                 false},
 };
 extern "C" const int GPU_GEMM_RUNG_COUNT = sizeof GPU_GEMM_RUNGS / sizeof GPU_GEMM_RUNGS[0];

@@ -35,7 +35,7 @@ typedef struct {
 
 typedef struct {
     const char *name;         /* mlp_bench --impl */
-    int rung;                 /* its place on the ladder, 1 to 9; 0: the library (cuBLAS) */
+    int rung;                 /* its place on the ladder, 1 to 10; 0: the library (cuBLAS) */
     gemm_precision precision; /* of the products */
     bool bf16_operands;       /* reads a_bf16 and b_bf16 instead of a and b */
     bool truncates_tf32;      /* its tensor cores truncate FP32 to TF32 (wgmma), not round */

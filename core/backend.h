@@ -155,13 +155,6 @@ struct backend {
     /* ---- the math of one training step ---- */
     gemm_fn *gemm;
 
-    /* Optional (NULL where gemm needs no scratch memory): no later gemm call passes an A or B
-     * spanning more than `floats` floats ((rows - 1) * ld + cols). Called before any step is
-     * recorded (mlp_model_create calls it), so that a GEMM that copies its operands (the GPU's
-     * BF16 one rounds A and B to BF16 first) allocates room for them here, never while a step
-     * is being recorded. Calls with a smaller size than before change nothing. */
-    void (*reserve_gemm_operands)(backend *be, size_t floats);
-
     /* For each of rows rows of logits (rows×classes), stably, with o = cursor->first_row
      * (0 when cursor is NULL), the row's place in the pass:
      *   row_loss[o+r]    = logsumexp(logits[r]) - logits[r][labels[r]]

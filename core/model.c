@@ -82,19 +82,6 @@ static int widest_layer_after_input(const mlp_shape *shape) {
     return widest;
 }
 
-/* The most floats an A or B of the forward and backward GEMMs spans: a weight matrix
- * (width[l] × width[l+1]), or a batch of inputs, activations or deltas (max_rows × width[l]). */
-static size_t largest_gemm_operand(const mlp_shape *shape, int max_rows) {
-    size_t largest = 0;
-    for (int l = 0; l <= shape->layers; l++) {
-        size_t batch = (size_t)max_rows * shape->width[l];
-        size_t weights = l < shape->layers ? (size_t)shape->width[l] * shape->width[l + 1] : 0;
-        if (batch > largest) largest = batch;
-        if (weights > largest) largest = weights;
-    }
-    return largest;
-}
-
 mlp_model *mlp_model_create(backend *be, const mlp_shape *shape, int max_rows) {
     mlp_model *model = zalloc_or_exit(sizeof *model, "the model");
     model->be = be;
@@ -109,8 +96,6 @@ mlp_model *mlp_model_create(backend *be, const mlp_shape *shape, int max_rows) {
     size_t delta_bytes = (size_t)max_rows * widest_layer_after_input(shape) * sizeof(float);
     model->deltas[0] = be->alloc(be, delta_bytes);
     model->deltas[1] = be->alloc(be, delta_bytes);
-    if (be->reserve_gemm_operands)
-        be->reserve_gemm_operands(be, largest_gemm_operand(shape, max_rows));
     model->output_layer_fused =
         shape->layers >= 2 && be->output_layer_prepare &&
         be->output_layer_prepare(be, max_rows, shape->width[shape->layers - 1],

@@ -181,6 +181,7 @@ static void warm_up(trainer *t) {
         mlp_loss(model, labels, rows_list[i], &scratch, NULL);
     }
     if (be->all_reduce_sum) be->all_reduce_sum(be, model->grads, model->shape.param_count);
+    metrics_queue(t, &scratch, rows, false); /* the metrics' reduction: loading its module waits */
     be->synchronize(be);
     metrics_destroy(be, &scratch);
     be->release(be, labels);

@@ -1,11 +1,11 @@
 /* The operation table on the GPU. Memory is device memory; every operation is queued on one
  * stream and returns at once; only download() and synchronize() wait. A timing stamp is a CUDA
  * event on that stream, and a recording is a CUDA graph captured from it. The naive, tiled and
- * blas implementations differ in their GEMM: gemm_naive.cu, gemm_pipelined.cu or cuBLAS (and
- * tiled, in FP32, runs a step's output layer in one operation, output_layer.cu); in TF32 and
- * BF16 (--precision), the tensor-core rungs of the GEMM ladder or cuBLAS's reduced-precision
- * compute types. The fused implementation is the tiled one plus a whole
- * training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
+ * blas implementations differ in their GEMM: the ladder's rung 1 (gemm_1_naive.cu), rung 5
+ * (gemm_5_tiled.cu) or cuBLAS, and tiled runs a step's output layer in one operation
+ * (output_layer.cu); in TF32 and BF16 (--precision), rung 10 (gemm_10_tiled_tensor.cu) or
+ * cuBLAS's reduced-precision compute types. The fused implementation is the tiled one plus a
+ * whole training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,30 +51,21 @@ void apply_epilogue(gpu_state *gpu, float *c, int m, int n, int ldc, const gemm_
     if (epilogue->relu_mask) gpu_relu_backward(gpu->stream, c, epilogue->relu_mask, m, n, ldc);
 }
 
-/* TF32 tensor cores (gemm_tf32_mma.cu: FP32 in memory, each factor rounded to TF32 as it enters
- * them). Hopper's wgmma rung only for NT, where both operands are K-major in memory: the MLP's
- * products are too small for its transposing pass to pay, and without it the rung transposes 4
- * bytes per copy, slower than mma.sync (docs/kernels.md). */
+/* TF32 and BF16 tensor cores: ladder rung 10 (gemm_10_tiled_tensor.cu), rung 5's pipeline and
+ * cluster split-K with the epilogue fused, the factors rounded on their way into the tensor cores
+ * (no pass over A or B first): the launches of the FP32 step. */
 void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc, const gemm_epilogue *epilogue) {
-    gpu_state *gpu = gpu_of(be);
-    if (gpu->wgmma && !ta && tb)
-        gpu_gemm_tf32_wgmma(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b,
-                            ldb, beta, c, ldc);
-    else
-        gpu_gemm_tf32_mma(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb,
-                          beta, c, ldc);
-    apply_epilogue(gpu, c, m, n, ldc, epilogue);
+    gpu_gemm_tiled_tf32(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                        epilogue);
 }
 
-/* Set-aside device memory, done before any step is recorded (backend.h): a step that needs more
- * than was set aside is a bug in mlp_train, not bad input, and ends the run naming both. */
-void require_reserved(size_t needed, size_t reserved, const char *what, const char *set_aside_by) {
-    if (needed <= reserved) return;
-    std::fprintf(stderr, "mlp_train: internal error: %s needs %zu floats, but only %zu were set aside (%s)\n",
-                 what, needed, reserved, set_aside_by);
-    std::exit(1);
+void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc, const gemm_epilogue *epilogue) {
+    gpu_gemm_tiled_bf16(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                        epilogue);
 }
 
 /* A new device buffer of `bytes` in place of `old`, which the stream may still be reading. */
@@ -83,44 +74,6 @@ void *replace_device_buffer(gpu_state *gpu, void *old, size_t bytes) {
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
     if (old) CUDA_CHECK(cudaFree(old));
     return gpu_alloc_or_exit(bytes);
-}
-
-/* A rows×cols operand (row stride ld) rounded to BF16 into `out`, with the same stride: the whole
- * span from its first element to its last, the gaps between rows included, in one launch. */
-const __nv_bfloat16 *round_operand(gpu_state *gpu, const float *x, int rows, int cols, int ld,
-                                   __nv_bfloat16 *out) {
-    size_t span = rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
-    require_reserved(span, gpu->operand_capacity, "a BF16 GEMM operand", "reserve_gemm_operands");
-    gpu_round_to_bf16(gpu->stream, x, span, out);
-    return out;
-}
-
-/* BF16 tensor cores (gemm_bf16_mma.cu, or its wgmma rung on Hopper, faster for every layout):
- * they take BF16 operands, so A and B are rounded into the backend's workspace first, two
- * element-wise passes that FP32 and TF32 do not pay. */
-void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
-                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                     int ldc, const gemm_epilogue *epilogue) {
-    gpu_state *gpu = gpu_of(be);
-    const __nv_bfloat16 *a16 = round_operand(gpu, a, ta ? k : m, ta ? m : k, lda, gpu->bf16_a);
-    const __nv_bfloat16 *b16 = round_operand(gpu, b, tb ? n : k, tb ? k : n, ldb, gpu->bf16_b);
-    if (gpu->wgmma)
-        gpu_gemm_bf16_wgmma(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a16, lda,
-                            b16, ldb, beta, c, ldc);
-    else
-        gpu_gemm_bf16_mma(gpu->gemm_workspace, gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b16,
-                          ldb, beta, c, ldc);
-    apply_epilogue(gpu, c, m, n, ldc, epilogue);
-}
-
-/* BF16 rounding needs room for the largest A and B; grown only between steps (see backend.h). */
-void reserve_bf16_operands(backend *be, size_t floats) {
-    gpu_state *gpu = gpu_of(be);
-    if (floats <= gpu->operand_capacity) return;
-    size_t bytes = floats * sizeof(__nv_bfloat16);
-    gpu->bf16_a = static_cast<__nv_bfloat16 *>(replace_device_buffer(gpu, gpu->bf16_a, bytes));
-    gpu->bf16_b = static_cast<__nv_bfloat16 *>(replace_device_buffer(gpu, gpu->bf16_b, bytes));
-    gpu->operand_capacity = floats;
 }
 
 /* cuBLAS has no epilogue: it follows as element-wise kernels (one more pass over C). */
@@ -226,9 +179,10 @@ void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labe
 }
 
 /* The output layer in two launches (output_layer.cu) instead of seven. Offered by the tiled
- * implementation in FP32 (and so by fused where it trains step by step): naive and blas keep
- * the unfused step, which is what they are there to show, and TF32 and BF16 keep the output
- * layer's products in their precision. Its scratch is set aside here, before any recording. */
+ * implementation (and so by fused where it trains step by step), in every precision: its
+ * products (N = 10 classes) are about 1% of a step's multiply-adds and stay FP32 (their kernel
+ * has no tensor-core path); naive and blas keep the unfused step, which is what they are there
+ * to show. Its scratch is set aside here, before any recording. */
 bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
     if (!gpu_output_layer_fits(in, classes)) return false;
     gpu_state *gpu = gpu_of(be);
@@ -367,9 +321,6 @@ void destroy(backend *be) {
     if (gpu->fused) fused_pass_destroy(gpu->fused);
     if (gpu->cublas) cublas_gemm_handle_destroy(gpu->cublas);
     if (gpu->cublas_workspace) CUDA_CHECK(cudaFree(gpu->cublas_workspace));
-    if (gpu->gemm_workspace.data) CUDA_CHECK(cudaFree(gpu->gemm_workspace.data));
-    if (gpu->bf16_a) CUDA_CHECK(cudaFree(gpu->bf16_a));
-    if (gpu->bf16_b) CUDA_CHECK(cudaFree(gpu->bf16_b));
     if (gpu->output_layer_scratch) CUDA_CHECK(cudaFree(gpu->output_layer_scratch));
     gpu_softmax_scratch_destroy(gpu->softmax_scratch);
     CUDA_CHECK(cudaFree(gpu->update_blocks_done));
@@ -435,8 +386,7 @@ void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
     be->synchronize = synchronize;
     be->memory_available = memory_available;
     be->gemm = chosen->gemm[precision];
-    if (be->gemm == gemm_tiled_bf16) be->reserve_gemm_operands = reserve_bf16_operands;
-    if (be->gemm == gemm_tiled) {
+    if (chosen->gemm[PRECISION_FP32] == gemm_tiled) { /* tiled and fused, in every precision */
         be->output_layer_prepare = output_layer_prepare;
         be->output_layer = output_layer;
     }
@@ -556,12 +506,6 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
         gpu->cublas_workspace = gpu_alloc_or_exit(CUBLAS_WORKSPACE_BYTES);
         CUBLAS_CHECK(cublas_library().set_workspace(gpu->cublas, gpu->cublas_workspace,
                                                     CUBLAS_WORKSPACE_BYTES));
-    }
-    if (chosen->gemm[PRECISION_FP32] == gemm_tiled) {
-        gpu->gemm_workspace.floats = GPU_GEMM_WORKSPACE_FLOATS;
-        gpu->gemm_workspace.data =
-            static_cast<float *>(gpu_alloc_or_exit(GPU_GEMM_WORKSPACE_FLOATS * sizeof(float)));
-        gpu->wgmma = gpu_gemm_wgmma_available();
     }
     gpu->gather_ahead = chosen->gathers_ahead;
     gpu->softmax_scratch = gpu_softmax_scratch_create();

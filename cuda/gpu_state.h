@@ -31,12 +31,6 @@ struct gpu_state {
     bool gather_ahead; /* the implementation's kernels leave room for a gather beside them */
     cublasHandle_t cublas;              /* blas implementation only */
     void *cublas_workspace;             /* its workspace, fixed so that its calls can be recorded */
-    gpu_gemm_workspace gemm_workspace;  /* tiled, --precision tf32 and bf16: split-K partial sums */
-    bool wgmma;                         /* the tensor-core GEMMs may use Hopper's wgmma rungs */
-    /* tiled in BF16 only: A and B rounded to BF16 before each product, `operand_capacity`
-     * elements each (reserve_gemm_operands sets it, before any step is recorded) */
-    __nv_bfloat16 *bf16_a, *bf16_b;
-    size_t operand_capacity;
     gpu_softmax_scratch softmax_scratch; /* the output bias gradient's partial sums */
     unsigned *update_blocks_done;       /* the update kernels' count of finished blocks (gpu_step_end) */
     /* tiled in FP32 only: the fused output layer's partial sums (output_layer_prepare) */

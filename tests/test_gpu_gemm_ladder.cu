@@ -179,6 +179,9 @@ const plan PLANS[] = {
     {"tiled", 128, 256, 3}, {"tiled", 64, 128, 1},   {"tiled", 64, 128, 8},  {"tf32_mma", 0, 0, 1},
     {"tf32_mma", 0, 0, 3},  {"tf32_wgmma", 0, 0, 1}, {"tf32_wgmma", 0, 0, 3}, {"bf16_mma", 0, 0, 1},
     {"bf16_mma", 0, 0, 4},  {"bf16_wgmma", 0, 0, 1}, {"bf16_wgmma", 0, 0, 4},
+    {"tiled_tf32", 32, 32, 3}, {"tiled_tf32", 64, 64, 1}, {"tiled_tf32", 64, 64, 5},
+    {"tiled_tf32", 128, 128, 1}, {"tiled_tf32", 128, 128, 3}, {"tiled_bf16", 32, 32, 12},
+    {"tiled_bf16", 64, 64, 8}, {"tiled_bf16", 128, 128, 1},
 };
 
 /* A rung with one plan: what check_rung runs. */
@@ -190,7 +193,7 @@ struct variant {
 };
 
 rounding inputs_of(const gpu_gemm_rung &r) {
-    if (r.bf16_operands) return BF16;
+    if (r.precision == PRECISION_BF16) return BF16;
     if (r.precision == PRECISION_TF32) return r.truncates_tf32 ? TF32_TRUNCATED : TF32;
     return AS_IS;
 }

@@ -137,12 +137,6 @@ void check_backend(const char *impl, gemm_precision precision) {
     const char *name = gemm_precision_name(precision);
     CHECK(be && be->precision == precision, "gpu_backend_create(%s, %s) failed", impl, name);
     if (!be) return;
-    size_t largest = 0; /* an operand spans at most side rows of side + pad floats */
-    for (const gemm_case &g : cases) {
-        size_t side = (size_t)std::max({g.m, g.n, g.k});
-        largest = std::max(largest, side * (side + g.pad));
-    }
-    if (be->reserve_gemm_operands) be->reserve_gemm_operands(be, largest);
     double bound = precision == PRECISION_TF32 ? TF32_BOUND : BF16_BOUND;
     bool tensor_cores_promised = std::strcmp(impl, "blas") != 0;
     for (const gemm_case &g : cases)

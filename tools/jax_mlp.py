@@ -7,7 +7,7 @@ cross-entropy (mean over the batch), SGD with momentum 0.9 in PyTorch's conventi
 p -= lr v, which is mlp_train's), mlp_train's default learning rate for the batch unless --lr,
 mlp_train's initialization scheme (He-uniform weights, zero biases; tools/peer_common.py; the
 same seed gives the same weights as pytorch_mlp.py), MNIST normalized as mlp_train does, FP32:
-jax_default_matmul_precision is "highest" (no TF32 on the GPU).
+jax_default_matmul_precision is "highest" (no TF32 on the GPU) unless --matmul-precision says otherwise.
 
 Mode "scan": the data set is resident on the device. Each epoch's order is a permutation drawn
 on the device (jax.random.permutation of a key folded with the epoch) before the clock starts,
@@ -126,6 +126,8 @@ def main():
     parser.add_argument("--threads", type=int, default=0,
                         help="CPU: 1 makes XLA's CPU backend single-threaded; 0 (default) leaves it alone")
     parser.add_argument("--unroll", type=int, default=1, help="lax.scan's unroll: steps per loop iteration")
+    parser.add_argument("--matmul-precision", default="highest", choices=["highest", "tensorfloat32", "bfloat16"],
+                        help="jax_default_matmul_precision: FP32 products (highest, the default), TF32 or BF16")
     args = parser.parse_args()
     common.check_arguments(parser, args)
     platform = "cpu" if args.device == "cpu" else "gpu"
@@ -141,7 +143,7 @@ def main():
         import jax.numpy as jnp
     except ImportError as error:
         common.absent(PROGRAM, f"JAX is not installed ({error})")
-    jax.config.update("jax_default_matmul_precision", "highest")  # FP32 products, no TF32
+    jax.config.update("jax_default_matmul_precision", args.matmul_precision)  # highest: FP32, no TF32
     device, problems = None, []
     for backend in ("cuda", "gpu") if platform == "gpu" else ("cpu",):  # "gpu" is the older name
         try:
@@ -175,7 +177,7 @@ def main():
     except (ImportError, AttributeError):
         jaxlib_version = None
     common.print_json("jax", jax.__version__, name, results, jaxlib=jaxlib_version, backend=device.platform,
-                      matmul_precision="highest")
+                      matmul_precision=args.matmul_precision)
 
 
 if __name__ == "__main__":

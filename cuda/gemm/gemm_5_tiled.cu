@@ -59,12 +59,12 @@
 #include "cuda/gemm/gemm_common.cuh"
 #include "cuda/gemm/gemm_ladder.h"
 #include "cuda/gemm/gemm_split_k.cuh"
+#include "cuda/gemm/gemm_tiled_parts.cuh"
 
 namespace {
 
 constexpr int PAD = 4;     /* floats after each shared row */
 constexpr int MIN_SLICE = 32; /* split-K: the thinnest K slice worth a block */
-constexpr int MAX_SLICES = 8;  /* split-K: blocks in a cluster, the most any GPU guarantees */
 
 /* A block tile of BM×BN, BK deep, STAGES tiles in flight (one multiplied, the others loading),
  * split among WARPS_M×WARPS_N warps; each warp's lanes form a 4×8 grid of 4×4 patches, repeated
@@ -101,47 +101,6 @@ using small_thin_tile = tile_config<64, 64, 16, 4, 2, 2, 3>;
  * per multiprocessor or two (gpu_gemm_tiled has the measurements). */
 using medium_tile = tile_config<64, 128, 32, 3, 2, 4, 2>; /* warp tile 32×32, 8×4 per lane */
 
-/* Starts copying tile[kk][i] = X(i0 + i, k0 + kk), kk < BK, i < WIDTH (zero outside the
- * matrix), where X is op(A) (i: a row of C) or op(B)ᵀ (i: a column of C), stored with element
- * (i, k) at x[i·ld + k] when K_CONTIGUOUS, else at x[k·ld + i]. */
-template <int BK, int WIDTH, int LINE, int THREADS, bool K_CONTIGUOUS>
-__device__ __forceinline__ void copy_tile(float *tile, const float *x, int ld, int i0, int k0,
-                                          int i_end, int k_end, bool vectors) {
-    static_assert(WIDTH * BK % THREADS == 0, "every thread copies the same number of floats");
-    if constexpr (!K_CONTIGUOUS) { /* the tile's rows are the matrix's rows: 16-byte copies */
-        copy_tile_async<float, BK, WIDTH, LINE, THREADS>(tile, x + (size_t)k0 * ld + i0, ld, k0, i0,
-                                                        k_end, i_end, vectors);
-    } else { /* transposing, one float per copy. A warp takes 8 consecutive k (one 32-byte
-              * sector of global memory) of 4 consecutive i: its stores land in shared memory at
-              * kk·LINE + i, banks 4·kk + i (LINE is 4 more than a multiple of 32), all 32
-              * different. (Lanes along 32 k of one i, the obvious order, hit every bank 4
-              * times; measured, that made no difference at 4096³, where the FMAs are the
-              * limit, but it is no dearer.) Each thread keeps its k and moves I_PER_ROUND
-              * values of i each round. */
-        constexpr int K_OCTETS = BK / 8, I_PER_ROUND = THREADS / BK, ROUNDS = WIDTH / I_PER_ROUND;
-        static_assert(BK % 8 == 0 && (THREADS / 32) % K_OCTETS == 0 && WIDTH % I_PER_ROUND == 0,
-                      "whole warps of 8 k × 4 i, whole rounds");
-        static_assert(LINE % 32 == 4, "conflict-free stores need LINE = 4 mod 32");
-        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-        const int kk = warp % K_OCTETS * 8 + lane % 8, i = warp / K_OCTETS * 4 + lane / 8;
-        float *to = tile + kk * LINE + i;
-        const float *from = x + (size_t)(i0 + i) * ld + (k0 + kk);
-        const size_t round_stride = (size_t)I_PER_ROUND * ld;
-        if (i0 + WIDTH <= i_end && k0 + BK <= k_end) { /* the whole tile is inside */
-#pragma unroll
-            for (int round = 0; round < ROUNDS; round++, from += round_stride)
-                cp_async_4(to + round * I_PER_ROUND, from);
-        } else {
-            const bool k_inside = k0 + kk < k_end;
-#pragma unroll 1
-            for (int round = 0; round < ROUNDS; round++, from += round_stride) {
-                if (k_inside && i0 + i + round * I_PER_ROUND < i_end) cp_async_4(to + round * I_PER_ROUND, from);
-                else to[round * I_PER_ROUND] = 0.0f;
-            }
-        }
-    }
-}
-
 /* acc += a ⊗ b: the 4×4 outer product of a column piece of op(A) and a row piece of op(B). */
 template <int TM, int TN>
 __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, float4 b) {
@@ -150,32 +109,6 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, fl
     for (int i = 0; i < TM; i++)
 #pragma unroll
         for (int j = 0; j < TN; j++) acc[i][j] += av[i] * bv[j];
-}
-
-/* Stores the block's tile of C (rows row0.., columns col0..), each element the sum of the
- * cluster's partial tiles: the split-K reduction described at the top. Every thread has left
- * its accumulators at its patches of `tile` (BM×BN, row-major, in its block's shared memory). */
-template <typename CFG>
-__device__ __forceinline__ void store_cluster_sum(float *tile, const gemm_output &out, int m, int n,
-                                                  int row0, int col0) {
-    namespace cg = cooperative_groups;
-    constexpr int QUADS = CFG::BM * CFG::BN / 4, QUADS_PER_ROW = CFG::BN / 4;
-    cg::cluster_group cluster = cg::this_cluster();
-    const int slices = (int)cluster.num_blocks();
-    cluster.sync(); /* every block's partial tile is in its shared memory */
-    for (int q = (int)cluster.block_rank() * CFG::THREADS + threadIdx.x; q < QUADS; q += slices * CFG::THREADS) {
-        float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int z = 0; z < slices; z++) {
-            const float4 part = reinterpret_cast<const float4 *>(cluster.map_shared_rank(tile, z))[q];
-            sum.x += part.x, sum.y += part.y, sum.z += part.z, sum.w += part.w;
-        }
-        store_quad(out, m, n, row0 + q / QUADS_PER_ROW, col0 + q % QUADS_PER_ROW * 4, sum);
-    }
-    /* The other blocks must have read this one's tile before it exits. Their reads are done
-     * (each fed a store above), so a relaxed arrival will do: unlike cluster.sync()'s, it does
-     * not wait for this block's stores to C to complete. */
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 
 /* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C). Grid ceil(N/BN) × ceil(M/BM) × slices,
@@ -250,7 +183,7 @@ gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const f
     for_each_quad<LANES_M, LANES_N>(acc, patch_row, patch_col, [&](int row, int col, float4 quad) {
         *reinterpret_cast<float4 *>(shared + row * BN + col) = quad;
     });
-    store_cluster_sum<CFG>(shared, out, m, n, row0, col0);
+    store_cluster_sum<CFG::BM, CFG::BN, CFG::THREADS>(shared, out, m, n, row0, col0);
 }
 
 /* Raises the kernel's dynamic shared memory limit (48 KB unless asked) once. */
@@ -261,17 +194,6 @@ template <typename CFG, bool TRANS_A, bool TRANS_B> void allow_shared_memory() {
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)CFG::SHARED_BYTES));
     done = true;
-}
-
-/* Whether this GPU runs thread block clusters (compute capability 9.0 on): split-K needs them. */
-bool clusters_available() {
-    static int available = -1;
-    if (available < 0) {
-        int device;
-        CUDA_CHECK(cudaGetDevice(&device));
-        CUDA_CHECK(cudaDeviceGetAttribute(&available, cudaDevAttrClusterLaunch, device));
-    }
-    return available != 0;
 }
 
 /* The grid is ceil(N/BN) × ceil(M/BM) × slices, and with more than one slice a tile's blocks are
@@ -288,18 +210,6 @@ void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_A
 
 long tiles(int m, int n, int side) { return (long)blocks_for(m, side) * blocks_for(n, side); }
 long wide_tiles(int m, int n) { return (long)blocks_for(m, wide_tile::BM) * blocks_for(n, wide_tile::BN); }
-
-/* Slices for a grid of `tiles` blocks: the largest power of two that keeps it within two blocks
- * per multiprocessor, at most MAX_SLICES. Measured on an H200 (132 multiprocessors, graphs of
- * back-to-back GEMMs, 2026-11-24): layer 1's weight gradient at batch 512 (784×256×512, 52
- * tiles) took 10.5 µs in 4 slices, 10.5 in 5, 12.0 in 6 and 14.2 in 3; at batch 2048 32.9 µs in
- * 4, 34.0 in 6 and 31.6 in 8 (and 39.4 in 5, measured before the relaxed cluster barrier).
- * Clusters of 5 to 7 blocks place worse than 4 or 8. */
-long power_of_two_slices(long tiles, int sms) {
-    long slices = 1;
-    while (slices < MAX_SLICES && 2 * slices * tiles <= 2L * sms) slices *= 2;
-    return slices;
-}
 
 /* K cut into `forced_splits` slices, or (0) power_of_two_slices when the tiles leave
  * multiprocessors without a block; at most MAX_SLICES (a cluster), and one where the GPU has no

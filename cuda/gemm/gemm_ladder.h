@@ -1,7 +1,8 @@
 /* The GEMM ladder: one rung per file, in the order a reader climbs it, each next to the one
  * before it and next to cuBLAS (docs/kernels.md, "The GEMM ladder"). The number in a file's name
  * is its place. Training runs rung 1 (--impl naive), rung 5 (--impl tiled and fused) and, with
- * --precision, rungs 6 to 9; rungs 2 to 4 are built into mlp_bench and the tests only.
+ * --precision tf32 or bf16, rung 10; rungs 2 to 4 and 6 to 9 are built into mlp_bench and the
+ * tests only.
  * bench/gemm_rungs.h lists every rung once for mlp_bench and tests/test_gpu_gemm_ladder.cu.
  *
  * The contract of every rung (GPU_GEMM_ARGS): C = alpha · op(A) · op(B) + beta · C, row-major,
@@ -88,6 +89,17 @@ void gpu_gemm_tf32_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, G
 /* 9. gemm_9_bf16_wgmma.cu: rung 7's contract. */
 void gpu_gemm_bf16_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
 void gpu_gemm_bf16_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
+
+/* 10. gemm_10_tiled_tensor.cu, the TF32 and BF16 GEMM of --impl tiled and fused: rung 5's
+ *     pipeline, cluster split-K and epilogue, the products on tensor cores (mma.sync m16n8k8,
+ *     FP32 accumulate), A and B read as FP32 and rounded to TF32 or to BF16 on their way in.
+ *     _with_plan forces the tile (32, 64 or 128; 0: its own) and the K slices (0: its own). */
+void gpu_gemm_tiled_tf32(GPU_GEMM_ARGS, const gemm_epilogue *epilogue = nullptr);
+void gpu_gemm_tiled_bf16(GPU_GEMM_ARGS, const gemm_epilogue *epilogue = nullptr);
+bool gpu_gemm_tiled_tensor_has_tile(int rows, int cols);
+void gpu_gemm_tiled_tensor_with_plan(gemm_precision precision, int tile_rows, int tile_cols,
+                                     int splits, GPU_GEMM_ARGS,
+                                     const gemm_epilogue *epilogue = nullptr);
 
 /* Helpers of the rungs. transpose.cu: out (cols×rows, row stride rows) = xᵀ, x rows×cols with
  * row stride ld. round_to_bf16.cu: out[i] = x[i] rounded to the nearest BF16 (ties to even). */
