@@ -83,11 +83,11 @@ extern "C" const gpu_gemm_rung GPU_GEMM_RUNGS[] = {
     {"tiled",      5, PRECISION_FP32, false, false, false, tiled,       gpu_gemm_tiled_has_tile, true},
     {"blas",       0, PRECISION_FP32, false, false, false, cublas_fp32, nullptr,                 false},
     {"tf32_mma",   6, PRECISION_TF32, false, false, false, tf32_mma,    nullptr,                 true},
-    {"tf32_wgmma", 8, PRECISION_TF32, false, true,  true,  tf32_wgmma,  nullptr,                 true},
+    {"tf32_wgmma", 9, PRECISION_TF32, false, true,  true,  tf32_wgmma,  nullptr,                 true},
     {"tiled_tf32", 10, PRECISION_TF32, false, false, false, tiled_tensor<PRECISION_TF32>, gpu_gemm_tiled_tensor_has_tile, true},
     {"blas_tf32",  0, PRECISION_TF32, false, false, false, cublas_tf32, nullptr,                 false},
     {"bf16_mma",   7, PRECISION_BF16, true,  false, false, bf16_mma,    nullptr,                 true},
-    {"bf16_wgmma", 9, PRECISION_BF16, true,  false, true,  bf16_wgmma,  nullptr,                 true},
+    {"bf16_wgmma", 8, PRECISION_BF16, true,  false, true,  bf16_wgmma,  nullptr,                 true},
     {"tiled_bf16", 10, PRECISION_BF16, false, false, false, tiled_tensor<PRECISION_BF16>, gpu_gemm_tiled_tensor_has_tile, true},
     {"blas_bf16",  0, PRECISION_BF16, true,  false, false, cublas_bf16, nullptr,                 false},
 };

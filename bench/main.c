@@ -77,7 +77,7 @@ static const char USAGE_MEASURING_AND_OUTPUT[] =
     "                         host memory) and give the throughput including them\n"
     "\n"
     "Output:\n"
-    "  --csv FILE             write the rows as CSV (tools/plot_bench.py plots it)\n"
+    "  --csv FILE             write the rows as CSV (tools/tables/plot_bench.py plots it)\n"
     "  --json FILE            write the rows as JSON\n"
     "  --quiet                no progress lines on stderr\n"
     "  --corrupt IMPL         self-test: deliberately perturbs one output element of IMPL to\n"

@@ -1,61 +1,10 @@
-/* Cache-blocked GEMM in the style of GotoBLAS / BLIS, in portable C11, with the bias/ReLU
- * epilogue of backend.h fused into the store of C.
- *
- * The naive loops load two operands per multiply-add and run at the speed of the caches. Here
- * a register tile of C takes MR + NR/W loads per MR·NR/W vector FMAs (W floats per vector), and
- * the operands come from the fastest level of memory that holds them:
- *
- *   for jc in steps of NC:                  columns of C
- *     for pc in steps of KC:                depth
- *       the KC×NC panel of op(B), as NR-wide strips                  -> L2 of every core
- *         (read in place where B is row-major; packed where it is transposed or its rows are
- *          4 KiB apart, or for a strip narrower than NR; all threads pack, then one barrier)
- *       for each tile of the M×NC block of C this thread owns, row strip by row strip:
- *         the MR×KC strip of op(A), read in place                     -> L1
- *         micro-kernel: MR×NR accumulators += A strip × B strip        (registers)
- *         store: C = alpha·acc + beta·C on the first KC step, C += alpha·acc on later ones;
- *                on the last, then the epilogue: + bias, ReLU, ReLU mask
- *
- *                  op(B) panel                          C (M × NC block)
- *        <-- NC = 4 × NR (AVX-512) -->            <--- NR ---> tile = MR × NR
- *             ^ +----+----+----+----+            +----+----+----+----+
- *             | |    |    |    |    |     row 0  | t0 | t1 | t2 | t3 |  thread 0: t0..t5
- *          KC | | B0 | B1 | B2 | B3 |            +----+----+----+----+  (A strip 0, then 1)
- *             | |    |    |    |    |     row 1  | t4 | t5 | t6 | t7 |  thread 1: t6..t11
- *             v +----+----+----+----+            +----+----+----+----+
- *      A strip r (MR × KC), in L1  ×  B strip c (KC × NR), in L2  ->  tile (r, c) of C
- *
- * Reading in place: the micro-kernel broadcasts one value of A per row of the strip and step
- * of K, so A needs no particular layout; only the bottom edge strip (fewer than MR rows) is
- * copied and zero-padded. It reads NR contiguous values of B per step of K, which a row-major
- * B has; a transposed B (or one whose rows are a multiple of 4 KiB apart: b_read_in_place) is
- * packed into strips laid out as the micro-kernel reads them, and so is a last strip narrower
- * than NR (zero-padded: the micro-kernel always computes a full tile
- * and only the valid part is stored). The MLP's large products (NN forward, TN weight gradient)
- * copy only the last few rows of A (512 and 784 are not multiples of 6); its NT input gradient
- * packs B = W^T, which is K = 10 deep.
- *
- * Products with a narrow C (the MLP's N = 10 output layer) are computed transposed, as
- * C^T = op(B)^T · op(A)^T: a 10-wide C would leave 54 of the micro-kernel's 64 columns padding;
- * 10 rows of C^T leave 2 of 12 rows (two strips of 6) padding. Each finished tile is then
- * transposed on its way into C.
- *
- * The micro-kernel is plain C over fixed-size arrays; with -O3 gcc unrolls the MR×NR loops,
- * keeps the accumulators in vector registers and turns each row of NR floats into vector FMAs
- * with a broadcast A value. fmaf is used only where the target has a fused multiply-add
- * instruction (FP_FAST_FMAF): in ISO C mode gcc does not contract a*b+c on its own.
- *
- * Threads: one parallel region per call, and a barrier only after packing part of a panel (none
- * in the MLP's large products). The tiles of a panel are numbered row strip by row strip and
- * each thread takes one contiguous run of them, so it reads each A strip into L1 once and uses
- * it for every B strip of the panel (which stays in its L2). Small products give tiles to fewer
- * threads (MIN_FLOPS_PER_THREAD): a thread's share costs about as much as a few microseconds of
- * FMAs to hand out and wait for. The region always has the whole team (see cpu_gemm_tiled_fused).
- *
- * Determinism: every element of C is summed by one thread, over K in the same order (the micro-
- * kernel's, KC step after KC step), whatever the thread count: the result is the same to the
- * bit for any number of threads. The fused epilogue gives the same bits as the separate passes
- * of cpu_ops.h. */
+/* The CPU tiled GEMM (--device cpu --impl tiled): C = epilogue(alpha · op(A) · op(B) + beta · C),
+ * row-major, any shape and transposes, the bias/ReLU/ReLU-mask epilogue of core/backend.h fused
+ * into the store. GotoBLAS/BLIS blocking in portable C11: KC×NC panels of op(B) in L2, MR×KC
+ * strips of op(A) in L1, an MR×NR register tile of vector FMAs; a narrow C is computed
+ * transposed. OpenMP over the tiles of a panel; every element is summed by one thread in a
+ * fixed order, so the bits do not depend on the thread count. The design, drawn:
+ * docs/kernels.md, "Design notes: cpu/cpu_gemm_tiled.c". */
 #include "cpu/cpu_gemm.h"
 #include "util/host_memory.h"
 

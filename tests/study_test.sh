@@ -3,8 +3,9 @@
 # sections are there, with a row per implementation measured, numbers that parse and make sense
 # (efficiencies in (0, 1.5], serial fractions in [0, 1] inside their interval, accuracies of at
 # least 40%, where a trainer that learns nothing gets 10%), the PNGs it links where matplotlib is installed, and a results.json that
-# --replot turns into the same report. Also: the fit recovers a known serial fraction, and the
-# study refuses to replace a folder that does not hold a previous study.
+# --replot turns into the same report; the report names the repository's paths relative to its
+# root. Also: the fit recovers a known serial fraction, and the study refuses to replace a
+# folder that does not hold a previous study.
 # Usage: study_test.sh STUDY_SH MLP_TRAIN MLP_BENCH DATA_DIR
 set -euo pipefail
 study=$1 mlp_train=$2 mlp_bench=$3 data=$4
@@ -12,7 +13,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "study_test: $*" >&2; exit 1; }
 
-python3 "$(dirname "$study")/study_fit.py" || fail "the Amdahl fit's self-check failed"
+python3 "$(dirname "$study")/study/study_fit.py" || fail "the Amdahl fit's self-check failed"
 
 start=$(date +%s)
 status=0
@@ -99,6 +100,12 @@ for name in linked:
 print(f"study_test: report ok: {len(table)} implementations, efficiencies {efficiencies}, fits {fits}, "
       f"{len(linked)} figures")
 PYTHON
+
+# the report names the repository's paths relative to its root (ctest passes absolute ones)
+root=$(cd "$(dirname "$study")/.." && pwd -P)
+if grep -qF "$root/" "$work/study/REPORT.md" "$work/study/results.json"; then
+    fail "the report names paths inside the repository ($root/...) by their absolute paths"
+fi
 
 # --replot: the same report from results.json alone (nothing measured), moved over the old one
 cp "$work/study/results.json" "$work/results.json"

@@ -3,8 +3,10 @@
 # time-limited GPU host does several of them. Logs and results go to out/ (or $RESULTS); when
 # $OUT is set (the device tool's return folder, which takes few files) they are also packed
 # into $OUT/results.tar.gz. Each stage ends by printing a short summary.
-# Usage: tools/device_run.sh STAGE...
-#   build     configure and build build-device/ (Release, native CPU code, CUDA for this GPU)
+# Usage: tools/device_run.sh STAGE...   (with none, or one it does not know: this text, exit 2)
+# Environment: BUILD_DIR (default build-device/), RESULTS (default out/), NSYS (the nsys
+# command: .device/nsys.sh where that exists, else nsys on the PATH).
+#   build     configure and build BUILD_DIR (Release, native CPU code, CUDA for this GPU)
 #   test      every CTest test (CPU and GPU)
 #   gputest   the GPU's CTest tests alone (label gpu; CI runs the CPU's)
 #   sanitize  compute-sanitizer memcheck, racecheck and initcheck on the GPU test programs, side by
@@ -17,28 +19,29 @@
 #   profile   --profile tables: data resident, host pageable, host pinned, host overlapped
 #   steptrace the kernels of a graph-replayed step with their durations and gaps (nsys, node trace)
 #   nsys      an Nsight Systems trace of --impl tiled --batch 512 and its summary tables
-#   compare   tools/compare.py: every GPU implementation (--graph on and off) against PyTorch
-#             eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and 2048,
-#             and whole 10-epoch processes at batch 512 (compare_gpu.md, compare_gpu.json)
+#   compare   tools/peers/compare.py: every GPU implementation (--graph on and off) against
+#             PyTorch eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and
+#             2048, and whole 10-epoch processes at batch 512 (compare_gpu.md, compare_gpu.json)
 #   precision --precision fp32, tf32 and bf16 for tiled, blas and fused (fused falls back to tiled
 #             in TF32 and BF16): 10 epochs at batch 64 and 512, epoch ms and test accuracy against
-#             FP32 in points, and the goal (within 0.3 points) (tools/compare.py --precisions;
-#             precision.md, precision.json)
+#             FP32 in points, and the goal (within 0.3 points) (tools/peers/compare.py
+#             --precisions; precision.md, precision.json)
 #   odd       shapes the tests do not use: GEMMs of odd sizes (all transposes, every GPU GEMM),
 #             training with odd widths and batches on each GPU implementation, Fashion-MNIST
 #   example   the README's line: mlp_train --impl tiled --batch 512 (3 epochs)
-#   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU (tools/compare.py)
+#   cpu       CPU implementations with 1 and all threads next to PyTorch on the CPU
+#             (tools/peers/compare.py)
 #   threads   the CPU thread-scaling study (docs/performance.md): the machine (cores, SMT, caches,
 #             OpenBLAS builds, the FP32 FMA peak on 1..all threads), GEMM GFLOP/s at 1 and all threads (2048^3 and the MLP's shapes),
 #             a tiled step's operations in sequence and alone (cpu_step_ops, 2 and all threads),
 #             then each CPU implementation at 1, 2, 4, 8, 16 threads (batch 512, 4 epochs,
 #             median of the last 3) with the --profile split and the Amdahl fit, PyTorch at 1
-#             and all threads (tools/thread_scaling.py); about 2 minutes on 16 cores
+#             and all threads (tools/peers/thread_scaling.py); about 2 minutes on 16 cores
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
 #   speed     epoch ms of tiled, blas (graphs on and off) and fused at batch 16, 64, 512, 2048
 #   startup   whole-process wall time of 10 epochs at batch 512, and the start-up breakdown, beside
-#             the floor: an empty CUDA program's (tools/cuda_floor.cu)
+#             the floor: an empty CUDA program's (tools/probes/cuda_floor.cu)
 #   limits    models too large for the GPU's memory (a huge --hidden, a huge --batch on top):
 #             each must end with exit 1 and a message, not a crash
 #   ladder    the GEMM ladder (docs/kernels.md): its test under compute-sanitizer memcheck (small
@@ -65,11 +68,13 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${RESULTS:-$root/out}
-build=$root/build-device
+build=${BUILD_DIR:-$root/build-device}
 data=$root/data/mnist
 mlp=$build/mlp_train
-mkdir -p "$out"
 cd "$root" || exit 1
+# Nsight Systems: $NSYS, else the wrapper a GPU host's set-up may stage in .device/, else nsys
+nsys=${NSYS:-.device/nsys.sh}
+[ -n "${NSYS:-}" ] || [ -x "$nsys" ] || nsys=nsys
 
 stage_build() {
     tools/fetch_data.sh --raw >/dev/null # the data comes gzipped (the upload is capped): start-up reads raw files
@@ -200,13 +205,18 @@ stage_profile() {
     grep -E '^==|run phases|^ +(h2d|forward|backward|update|d2h|eval|other) ' "$out/profile.txt" | tail -40
 }
 
+# have_nsys STAGE: whether the nsys command runs here (says why not)
+have_nsys() {
+    command -v "$nsys" >/dev/null || { echo "$1: no Nsight Systems ($nsys): set NSYS or put nsys on the PATH"; return 1; }
+}
+
 stage_nsys() {
-    [ -x .device/nsys.sh ] || { echo "nsys: .device/nsys.sh missing (run ../shared/gpu-host/stage.sh, carry .device)"; return 1; }
+    have_nsys nsys || return 1
     local impl
     for impl in tiled blas; do
-        .device/nsys.sh profile -t cuda,nvtx -o "/tmp/mlp_train_$impl" -f true "$mlp" --device gpu --impl $impl \
+        "$nsys" profile -t cuda,nvtx -o "/tmp/mlp_train_$impl" -f true "$mlp" --device gpu --impl $impl \
             --batch 512 --epochs 2 --data "$data" --quiet >"$out/nsys_profile_$impl.log" 2>&1
-        .device/nsys.sh stats -r nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum "/tmp/mlp_train_$impl.nsys-rep" \
+        "$nsys" stats -r nvtx_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum "/tmp/mlp_train_$impl.nsys-rep" \
             >"$out/nsys_stats_$impl.txt" 2>&1
         echo "== nsys, --impl $impl --batch 512: kernels"
         grep -A12 'cuda_gpu_kern_sum' "$out/nsys_stats_$impl.txt" | cut -c1-200
@@ -215,19 +225,20 @@ stage_nsys() {
 
 # The kernels of a graph-replayed step, each with its duration and the idle gap before it:
 # Nsight Systems with --cuda-graph-trace=node (every kernel of a replayed graph traced), 2 epochs,
-# then tools/step_trace.py. Arguments after the stage name: none (tiled and blas at 512 and 2048).
+# then tools/tables/step_trace.py; STEPTRACE_IMPLS and STEPTRACE_BATCHES choose the runs (default:
+# tiled and blas at 512 and 2048).
 stage_steptrace() {
-    [ -x .device/nsys.sh ] || { echo "steptrace: .device/nsys.sh missing (run ../shared/gpu-host/stage.sh, carry .device)"; return 1; }
+    have_nsys steptrace || return 1
     local impl batch name
     for impl in ${STEPTRACE_IMPLS:-tiled blas}; do
         for batch in ${STEPTRACE_BATCHES:-512 2048}; do
             name=steptrace_${impl}_$batch
-            .device/nsys.sh profile -t cuda --cuda-graph-trace=node -o "/tmp/$name" -f true "$mlp" --device gpu \
+            "$nsys" profile -t cuda --cuda-graph-trace=node -o "/tmp/$name" -f true "$mlp" --device gpu \
                 --impl $impl --batch $batch --epochs 2 --data "$data" --quiet >"$out/$name.log" 2>&1 ||
                 { echo "steptrace: nsys failed: $(tail -3 "$out/$name.log")"; continue; }
-            .device/nsys.sh stats -r cuda_gpu_trace --format csv "/tmp/$name.nsys-rep" >"$out/$name.csv" 2>&1
+            "$nsys" stats -r cuda_gpu_trace --format csv "/tmp/$name.nsys-rep" >"$out/$name.csv" 2>&1
             echo "== $impl, batch $batch"
-            python3 tools/step_trace.py "$out/$name.csv" $((2 * (60000 + batch - 1) / batch)) | tee "$out/$name.txt" | head -40
+            python3 tools/tables/step_trace.py "$out/$name.csv" $((2 * (60000 + batch - 1) / batch)) | tee "$out/$name.txt" | head -40
         done
     done
 }
@@ -333,7 +344,7 @@ stage_compare() {
     # Sized to stay under 5 minutes on an H200 (estimated from the earlier figures in
     # docs/performance.md): 5 epochs of each contender per batch, PyTorch eager at batch 16 the
     # longest (~4 s an epoch), naive from batch 512 on; then 3 whole 10-epoch runs at batch 512.
-    python3 tools/compare.py --mlp-train "$mlp" --data "$data" --device gpu --batch 16 64 512 2048 \
+    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu --batch 16 64 512 2048 \
         --epochs 5 --naive-min-batch 512 --wall-runs 3 --json "$out/compare_gpu.json" \
         2>"$out/compare_gpu.log" | tee "$out/compare_gpu.md"
     local s=${PIPESTATUS[0]}
@@ -342,7 +353,7 @@ stage_compare() {
 }
 
 stage_precision() {
-    python3 tools/compare.py --mlp-train "$mlp" --data "$data" --device gpu --impls tiled blas fused \
+    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu --impls tiled blas fused \
         --graph on --peers --batch 64 512 --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16 \
         --json "$out/precision.json" 2>"$out/precision.log" | tee "$out/precision.md"
     local s=${PIPESTATUS[0]}
@@ -351,7 +362,7 @@ stage_precision() {
 }
 
 stage_cpu() {
-    python3 tools/compare.py --mlp-train "$mlp" --data "$data" --device cpu --batch 512 \
+    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device cpu --batch 512 \
         --threads 1 "$(nproc)" --epochs 2 --json "$out/compare_cpu.json" \
         2>"$out/compare_cpu.log" | tee "$out/compare_cpu.md"
     local s=${PIPESTATUS[0]}
@@ -387,7 +398,7 @@ stage_threads() {
         [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     done
     # naive is the i-k-j loop: a few seconds an epoch on one thread, so it runs at every count
-    python3 tools/thread_scaling.py --mlp-train "$mlp" --data "$data" --threads "${threads[@]}" \
+    python3 tools/peers/thread_scaling.py --mlp-train "$mlp" --data "$data" --threads "${threads[@]}" \
         --json "$out/threads.json" | tee "$out/threads.md"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     return $status
@@ -410,7 +421,7 @@ stage_bench() {
     run_bench gemm_cpu_mlp gemm --device cpu --threads "$threads" --mlp-shapes
     run_bench dot dot --threads "$threads"
     run_bench maxpool maxpool --threads "$threads"
-    python3 tools/plot_bench.py --out "$out/plots" "$out"/gemm_gpu.csv "$out"/gemm_cpu_1.csv \
+    python3 tools/tables/plot_bench.py --out "$out/plots" "$out"/gemm_gpu.csv "$out"/gemm_cpu_1.csv \
         "$out"/gemm_cpu_all.csv "$out"/dot.csv "$out"/maxpool.csv >"$out/plot.log" 2>&1 ||
         echo "plots: failed (see plot.log)"
     return $status
@@ -495,9 +506,9 @@ stage_ladder() {
         --impl tiled,warptiled,pipelined,blas,tf32_mma,tf32_wgmma,blas_tf32,bf16_mma,bf16_wgmma,blas_bf16 \
         >"$out/ladder.txt" 2>&1 || status=1
     grep FAILED "$out/ladder.txt" | head -10
-    python3 tools/bench_table.py "$out/ladder.csv" --shape-contains 1024x1024x1024 \
+    python3 tools/tables/bench_table.py "$out/ladder.csv" --shape-contains 1024x1024x1024 \
         --shape-contains 4096x4096x4096 | tee "$out/ladder.md"
-    python3 tools/bench_table.py "$out/ladder.csv" --shape-contains b512 --shape-contains b16 \
+    python3 tools/tables/bench_table.py "$out/ladder.csv" --shape-contains b512 --shape-contains b16 \
         --impl tiled,pipelined,blas >"$out/ladder_mlp.md"
     return $status
 }
@@ -523,7 +534,7 @@ scaling_table() {
     local runs=() run
     for run in "$@"; do [ -s "$run" ] && runs+=("$run"); done
     [ ${#runs[@]} -gt 0 ] || { echo "($title: no run succeeded)"; return 1; }
-    python3 tools/scaling_table.py --title "$title" ${ACCURACY_WITHIN:+--accuracy-within "$ACCURACY_WITHIN"} \
+    python3 tools/tables/scaling_table.py --title "$title" ${ACCURACY_WITHIN:+--accuracy-within "$ACCURACY_WITHIN"} \
         "${runs[@]}" | tee "$output"
     return "${PIPESTATUS[0]}"
 }
@@ -564,7 +575,7 @@ stage_mpi() {
     for algorithm in 0 1 2 3 4 5 6; do
         runs+=("$algorithm (${names[$algorithm]})=$out/mpi_allreduce_$algorithm.json")
     done
-    python3 tools/allreduce_table.py --title "blas, $ranks ranks x 1 thread: Open MPI's all-reduce algorithms" \
+    python3 tools/tables/allreduce_table.py --title "blas, $ranks ranks x 1 thread: Open MPI's all-reduce algorithms" \
         --setting coll_tuned_allreduce_algorithm "${runs[@]}" >"$out/mpi_allreduce.md" || status=1
     tee -a "$out/mpi_cpu.md" <"$out/mpi_allreduce.md"
     # the single-GPU NCCL proof: test_distributed on one rank (the parameters of NCCL's path, in
@@ -639,7 +650,7 @@ stage_nccl() ( # 2 GPUs: tiled on 2 ranks with each of NCCL's protocols, --profi
             runs+=("$protocol=$out/nccl_${protocol}_$batch.json")
         done
     done
-    python3 tools/allreduce_table.py --title "tiled, 2 GPUs: NCCL's protocols (NCCL_PROTO)" \
+    python3 tools/tables/allreduce_table.py --title "tiled, 2 GPUs: NCCL's protocols (NCCL_PROTO)" \
         --setting NCCL_PROTO "${runs[@]}" >"$out/multigpu_nccl.md" || status=1
     cat "$out/multigpu_nccl.md"
     return $status
@@ -655,6 +666,14 @@ stage_study() {
     return $status
 }
 
+# This script's header, its usage, on stderr
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0" >&2; }
+
+[ $# -gt 0 ] || { usage; exit 2; }
+for stage in "$@"; do
+    declare -F "stage_$stage" >/dev/null || { echo "device_run.sh: no stage '$stage'" >&2; usage; exit 2; }
+done
+mkdir -p "$out"
 status=0
 for stage in "$@"; do
     echo "######## $stage"

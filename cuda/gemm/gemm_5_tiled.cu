@@ -1,54 +1,10 @@
-/* Ladder rung 5, after gemm_warptiled.cu: a cp.async pipeline over shared memory.
- *
- * gemm_warptiled.cu loads a tile, waits at a barrier, multiplies it, waits again, loads the
- * next: while a tile comes from memory (hundreds of cycles) the FMA units have nothing to do,
- * and only other blocks on the multiprocessor can fill the gap. Here shared memory holds
- * STAGES = 3 tiles of A and of B (BK = 32 deep for 128×128: 101 KB, two blocks per
- * multiprocessor; 4 stages of 16 deep for one 64×64 variant, below), and the copies run ahead
- * of the arithmetic:
- *
- *   prologue:   start copying tiles 0 and 1 (into stages 0, 1)
- *   step t:     wait until tile t has landed; barrier
- *               start copying tile t + 2 into stage (t + 2) % 3, the stage step t − 1 used
- *               multiply tile t (stage t % 3), exactly as gemm_warptiled.cu does
- *
- * The copies are cp.async (gemm_async_copy.cuh): global to shared without passing through
- * registers, so a thread issues them and goes straight on to multiply. The one barrier per
- * step both publishes tile t and guarantees that every warp has finished step t − 1, whose
- * stage is about to be overwritten.
- *
- * cp.async cannot transpose, so an operand whose rows run along K (A not transposed, B
- * transposed) is copied 4 bytes at a time into its transposed place; one stored along M or N
- * goes 16 bytes at a time where aligned. The multiply needs tile[kk][i] either way.
- *
- * Tile by size, as gemm_tiled.cu does: 128×256 blocks (256 threads, 16×8 per lane, one block
- * per multiprocessor) for the largest products; 128×128 (256 threads, 8×8 per lane, two
- * blocks) when that gives every multiprocessor a block; else 64×64 (128 threads, 8×4 per
- * lane); and when even those are too few (the MLP's layers), split-K on 64×64, or on 32×32
- * (two warps) when M or N is under 64, or, where K is deep, on 64×128 (256 threads, 8×4 per
- * lane); gpu_gemm_tiled, at the end, has the rules and their measurements.
- *
- * Split-K here goes through a thread block cluster (Hopper), not through memory. The blocks of
- * one tile, one per K slice (grid z), are launched as one cluster of up to 8. Each multiplies
- * its slice and leaves its raw partial tile in its own shared memory (the pipeline's stages are
- * free by then); after a cluster-wide barrier, block z takes every (S·THREADS)-th quad of the
- * tile from z·THREADS on, adds the S blocks' partials for it in the order 0, 1, ..., S − 1,
- * reading the other blocks' shared memory directly (distributed shared memory), and stores the
- * sum through the epilogue; a second barrier keeps every block's shared memory alive until the
- * others have read it (a relaxed one: it need not wait for the stores to C). So a split product
- * is one launch, its partials never go to memory, and the sums are the same bits on every run
- * (gemm_tiled.cu's split-K, with its second kernel over a workspace in memory, is the version
- * before). Without clusters (before compute capability 9.0) K is not split. The number of
- * slices is a power of two (clusters of 5 to 7 blocks measured slower), and where K's slices
- * come out shallower in 16-deep steps than in 32-deep ones (K = 784 in 7 slices: 112 against
- * 128), the 64×64 tile takes 16-deep steps. The 128×256 tile is the last step to
- * cuBLAS: each lane does 128 FMAs for every 6 float4 reads of shared memory instead of 64 for
- * 4, and the FMA pipe is the limit (measured at 4096³ on an H200: 0.93 of cuBLAS, against
- * 0.88 for 128×128).
- *
- * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major; A is stored M×K (K×M when
- * transposed), B K×N (N×K when transposed). Any M, N, K: copies outside the matrix become
- * stores of zero, and the results are stored only inside it. */
+/* Ladder rung 5, the FP32 GEMM of --impl tiled and fused: rung 4's warp tiles fed by a 3-stage
+ * cp.async pipeline (the next tiles load while one is multiplied), block tiles chosen by size
+ * (128×256 down to 32×32), split-K for small C summed in a thread block cluster's distributed
+ * shared memory (one launch, no workspace, the same bits every run), the epilogue of
+ * core/backend.h applied as C is stored. Shapes and layout: every rung's (gemm_ladder.h). The
+ * design, drawn, and its measurements: docs/kernels.md, "Design notes: gemm_5_tiled.cu"; the
+ * tile rules are measured at gpu_gemm_tiled below. */
 #include <cooperative_groups.h>
 #include <cstdio>
 #include <cstdlib>

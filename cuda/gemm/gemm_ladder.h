@@ -81,14 +81,14 @@ void gpu_gemm_bf16_mma_with_splits(int splits, gpu_gemm_workspace workspace, GPU
  * gpu_gemm_wgmma_available() first (the current device has compute capability 9.0). */
 bool gpu_gemm_wgmma_available();
 
-/* 8. gemm_8_tf32_wgmma.cu: rung 6's contract; for large products an operand that is not K-major
+/* 8. gemm_8_bf16_wgmma.cu: rung 7's contract. */
+void gpu_gemm_bf16_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
+void gpu_gemm_bf16_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
+
+/* 9. gemm_9_tf32_wgmma.cu: rung 6's contract; for large products an operand that is not K-major
  *    in memory is first transposed into the workspace, where there is room. */
 void gpu_gemm_tf32_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 void gpu_gemm_tf32_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
-
-/* 9. gemm_9_bf16_wgmma.cu: rung 7's contract. */
-void gpu_gemm_bf16_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
-void gpu_gemm_bf16_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
 
 /* 10. gemm_10_tiled_tensor.cu, the TF32 and BF16 GEMM of --impl tiled and fused: rung 5's
  *     pipeline, cluster split-K and epilogue, the products on tensor cores (mma.sync m16n8k8,

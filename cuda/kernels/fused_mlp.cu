@@ -1,46 +1,10 @@
-/* A whole training pass of a one-hidden-layer MLP in one persistent kernel.
- *
- * Shapes (row-major): x is B×F (pixels of the step's B samples), W1 is F×H, b1 H, W2 is H×C,
- * b2 C; h = relu(x·W1 + b1) is B×H, logits = h·W2 + b2 is B×C. F = 784, H = 256, C = 10 by default.
- *
- * The idea: block g owns hidden units [g·U, g·U + U) — its U columns of W1, its U entries of b1,
- * its U rows of W2 and their optimizer state — in shared memory for the whole pass. Every other
- * quantity of a step then splits cleanly by hidden unit, except the logits, which need all of
- * them. So a step is three phases separated by two grid-wide barriers:
- *
- *   forward   (each block, its units)   h[:, g] = relu(x·W1[:, g] + b1[g])        B×U, local
- *                                       partial[:, :, g] = h[:, g]·W2[g, :]       B×C, to global
- *   ---- grid barrier ----
- *   softmax   (rows spread over blocks) logits[r] = b2 + sum over g of partial[r, :, g]
- *                                       loss, correct; dlogits[r] = (softmax - onehot) / B
- *   ---- grid barrier ----
- *   backward  (each block, its units)   dW2[g, :] = h[:, g]ᵀ·dlogits
- *    + update                           dh = dlogits·W2[g, :]ᵀ, masked where h == 0
- *                                       db1[g] = column sums of dh, dW1[:, g] = xᵀ·dh
- *                                       then SGD or Adam on the block's own parameters;
- *                                       block 0 also owns b2.
- *
- * No barrier is needed between a step's update and the next step's forward: each block only
- * reads its own parameters there. Every sum runs in a fixed order (no atomics), so a pass gives
- * the same bits every time on a given GPU.
- *
- * A step is a chain of latencies more than of arithmetic (at batch 16 a block multiplies 50 000
- * pairs a step), so the kernel is laid out to keep global memory off that chain:
- *   - Before the pass, a short kernel copies the pass's samples into one array, in the pass's
- *     order: a step's pixels are then B·F consecutive bytes, read without an index.
- *   - Every block copies the step's pixels into shared memory with cp.async, `stage_rows` rows at
- *     a time into one of two stages, and starts the copy of the next stage before it works on
- *     the current one. Where a step fits one stage (batch ≤ stage_rows), the next step's pixels
- *     are on their way during this step's barriers; otherwise the forward walks the stages up and
- *     the backward walks them down, so the last two stay for it and the rest are copied again.
- *   - h stays in shared memory from the forward to the backward.
- *   - The softmax issues all of a row's loads (C × blocks partial logits) before adding any.
- * Each block reads the whole batch (twice where it spans more than two stages): that traffic
- * through L2, and the byte-to-float conversions, are what a large batch costs.
- *
- * The pixels stay bytes, with x = p·scale + shift folded in:
- *   x·w = scale·(p·w) + shift·sum(w),   xᵀ·dh = scale·(pᵀ·dh) + shift·sum(dh).
- * A byte becomes a float in two instructions: 0x4B0000pp is the float 2^23 + pp. */
+/* A whole training pass of a one-hidden-layer MLP in one persistent kernel (--impl fused).
+ * Shapes (row-major): x is B×F, W1 F×H, b1 H, W2 H×C, b2 C; h = relu(x·W1 + b1) is B×H,
+ * logits = h·W2 + b2 is B×C (784, 256, 10 by default). Block g owns hidden units
+ * [g·U, g·U + U) (its columns of W1, rows of W2 and their optimizer state, in shared memory for
+ * the whole pass); a step is forward, softmax and backward phases separated by grid-wide
+ * barriers, every sum over rows in a fixed order. The design, drawn: docs/kernels.md, "Design
+ * notes: fused_mlp.cu". */
 #include <cmath>
 #include <cooperative_groups.h>
 

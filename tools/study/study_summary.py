@@ -1,4 +1,4 @@
-"""Summaries of tools/study.py's raw results (its results.json), shared by the report and the
+"""Summaries of tools/study/study.py's raw results (its results.json), shared by the report and the
 plots: medians over repeats, speedups, efficiencies, Amdahl fits, per-batch phase times.
 Standard library only; no figure here is typed in, every one is computed from the results.
 """

@@ -2,19 +2,20 @@
 """The CPU implementations' epoch time against the thread count, next to PyTorch on the CPU,
 measured in one run on one machine; prints a Markdown table and the Amdahl's-law fits.
 
-  tools/thread_scaling.py --threads 1 2 4 8 16            # on the 16-core GPU host
-  tools/thread_scaling.py --threads 1 2 --no-pytorch       # where PyTorch is not installed
+  tools/peers/thread_scaling.py --threads 1 2 4 8 16       # on the 16-core GPU host
+  tools/peers/thread_scaling.py --threads 1 2 --no-pytorch  # where PyTorch is not installed
 
 For each implementation and thread count, mlp_train trains --epochs epochs at --batch with
 --profile; the figure is the median epoch time after the first epoch (PyTorch's is measured the
-same way by tools/pytorch_mlp.py, in eager mode; of an even count of epochs, the lower middle
-one, so that its split below adds up). Columns:
+same way by tools/peers/pytorch_mlp.py, in eager mode; of an even count of epochs, the lower
+middle one, so that its split below adds up). Columns:
   speed-up    T(1) / T(p), efficiency speed-up / p
   serial (KF) the Karp-Flatt serial fraction (1/S - 1/p) / (1 - 1/p): constant in p for a
               program that obeys Amdahl's law; growing with p where overheads grow with threads
   gemm, other ops, between: the training pass split by --profile: inside GEMMs, inside the other
               operations (gather, softmax, sums, optimizer), and host code between operations
-The Amdahl fit is T(p) = T(1) * (s + (1 - s) / p), least squares in s over the measured p.
+The Amdahl fit is T(p) = T(1) * (s + (1 - s) / p) fitted to the epoch times over the measured p,
+least squares in T(1) and s with s kept in [0, 1]: the study's fit (tools/study/study_fit.py).
 """
 import argparse
 import json
@@ -24,8 +25,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PYTORCH_MLP = ROOT / "tools" / "pytorch_mlp.py"
+PEER_DIR = Path(__file__).resolve().parent
+ROOT = PEER_DIR.parent.parent
+PYTORCH_MLP = PEER_DIR / "pytorch_mlp.py"
+sys.path.insert(0, str(PEER_DIR.parent / "study"))  # for study_fit
+from study_fit import fit_points  # noqa: E402
 NO_PEER_EXIT = 3  # pytorch_mlp.py's exit status when PyTorch is not installed
 
 
@@ -55,7 +59,7 @@ def run_mlp_train(args, impl, threads):
 
 
 def run_pytorch(args, threads):
-    """PyTorch eager's epoch ms on the CPU at this many threads (tools/pytorch_mlp.py), or None
+    """PyTorch eager's epoch ms on the CPU at this many threads (pytorch_mlp.py), or None
     where PyTorch is not installed."""
     command = [sys.executable, str(PYTORCH_MLP), "--device", "cpu", "--modes", "eager", "--threads",
                str(threads), "--data", str(args.data), "--batch", str(args.batch), "--epochs",
@@ -73,14 +77,11 @@ def run_pytorch(args, threads):
     return report["version"], 1e3 * eager[0]["epoch_s"]
 
 
-def amdahl_fit(points):
-    """Serial fraction s minimizing the squared error of T(p)/T(1) = s + (1 - s)/p."""
-    t1 = points[1]
-    xs = [1 - 1 / p for p in points if p > 1]
-    ys = [points[p] / t1 - 1 / p for p in points if p > 1]
-    if not xs:
-        return None
-    return sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs)
+def amdahl_line(impl, fit):
+    """One line for an implementation's Amdahl fit (study_fit.AmdahlFit)."""
+    bound = f"{1 / fit.serial:.1f}" if fit.serial > 0 else "unbounded"
+    held = "; the fit is held at the bound of [0, 1]" if fit.at_bound else ""
+    return f"Amdahl fit, {impl}: serial fraction s = {fit.serial:.4f} (speed-up bound 1/s = {bound}{held})"
 
 
 def main():
@@ -133,12 +134,11 @@ def main():
                      karp_flatt, f"{r['gemm_ms']:.1f}", f"{r['other_operations_ms']:.1f}",
                      f"{r['between_ms']:.1f}"] + versus
             print("| " + " | ".join(cells) + " |")
-        fits[impl] = amdahl_fit({p: r["epoch_ms"] for p, r in mine.items()})
+        fits[impl] = fit_points([(p, r["epoch_ms"]) for p, r in mine.items()])
     print()
-    for impl, s in fits.items():
-        if s is not None:
-            bound = f"{1 / s:.1f}" if s > 0 else "unbounded"
-            print(f"Amdahl fit, {impl}: serial fraction s = {s:.4f} (speed-up bound 1/s = {bound})")
+    for impl, fit in fits.items():
+        if fit is not None:
+            print(amdahl_line(impl, fit))
     if len(torch) > 1:
         lo, hi = min(torch), max(torch)
         speedup = torch[lo] / torch[hi]
@@ -148,7 +148,8 @@ def main():
     for impl in args.impls:
         print(f"mlp_train --impl {impl}: {next(r['description'] for r in rows if r['impl'] == impl)}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "pytorch_ms": torch, "amdahl_s": fits}, indent=1))
+        serial = {impl: fit.serial if fit else None for impl, fit in fits.items()}
+        args.json.write_text(json.dumps({"rows": rows, "pytorch_ms": torch, "amdahl_s": serial}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """mlp_train's training job in PyTorch, timed the way mlp_train times it: one of the peers that
-tools/compare.py puts next to mlp_train's implementations.
+tools/peers/compare.py puts next to mlp_train's implementations.
 
 The job: an MLP 784-256-10 (--hidden as mlp_train's), ReLU, softmax cross-entropy (mean over
 the batch), SGD with momentum 0.9 in PyTorch's convention (v = m v + g; p -= lr v, which is
 mlp_train's), mlp_train's default learning rate for the batch unless --lr, mlp_train's weight
-initialization scheme (He-uniform weights, zero biases; tools/peer_common.py), MNIST normalized
-as mlp_train does, FP32 with TF32 off. The data set is resident on the device; each epoch draws a
-permutation on the device (before the clock starts, as mlp_train uploads its order before its
-clock starts), and each step gathers its batch there. The last partial batch is trained on, as
+initialization scheme (He-uniform weights, zero biases; tools/peers/peer_common.py), MNIST
+normalized as mlp_train does, FP32 with TF32 off. The data set is resident on the device; each
+epoch draws a permutation on the device (before the clock starts, as mlp_train uploads its order
+before its clock starts), and each step gathers its batch there. The last partial batch is trained on, as
 mlp_train does. The training loss and accuracy are summed on the device during the epoch and
 read back at its end, as mlp_train does (--no-train-metrics leaves them out).
 
@@ -25,7 +25,7 @@ Timing: an epoch runs from its first step to the read-back of its loss and accur
 synchronizes the device); the first epoch is a warm-up; the figure is the median of the others.
 Test accuracy is measured once, after the last epoch.
 
-Prints one JSON object on stdout (tools/peer_common.py print_json):
+Prints one JSON object on stdout (tools/peers/peer_common.py print_json):
   {"framework": "torch", "version", "torch", "device", "tf32", "results": [{"mode", "device",
    "batch", "threads", "lr", "epoch_s", "epoch_times_s", "epochs_timed", "test_accuracy",
    "train_loss", "train_accuracy", "optimizer"}...]}
@@ -33,7 +33,7 @@ A result for a mode that fails (a capture error, say) is {"mode", "device", "bat
 the others still run.
 Exits 3 (after a line on stderr) when PyTorch, or CUDA for --device cuda, is not there.
 
-Example: tools/pytorch_mlp.py --device cuda --batch 16 512 --modes eager graph --epochs 5
+Example: tools/peers/pytorch_mlp.py --device cuda --batch 16 512 --modes eager graph --epochs 5
 """
 import argparse
 import sys

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """mlp_train's training job in JAX, the whole epoch one jitted lax.scan: one of the peers that
-tools/compare.py puts next to mlp_train's implementations.
+tools/peers/compare.py puts next to mlp_train's implementations.
 
-The job is tools/pytorch_mlp.py's: an MLP 784-256-10 (--hidden as mlp_train's), ReLU, softmax
-cross-entropy (mean over the batch), SGD with momentum 0.9 in PyTorch's convention (v = m v + g;
-p -= lr v, which is mlp_train's), mlp_train's default learning rate for the batch unless --lr,
-mlp_train's initialization scheme (He-uniform weights, zero biases; tools/peer_common.py; the
-same seed gives the same weights as pytorch_mlp.py), MNIST normalized as mlp_train does, FP32:
-jax_default_matmul_precision is "highest" (no TF32 on the GPU) unless --matmul-precision says otherwise.
+The job is tools/peers/pytorch_mlp.py's: an MLP 784-256-10 (--hidden as mlp_train's), ReLU,
+softmax cross-entropy (mean over the batch), SGD with momentum 0.9 in PyTorch's convention
+(v = m v + g; p -= lr v, which is mlp_train's), mlp_train's default learning rate for the batch
+unless --lr, mlp_train's initialization scheme (He-uniform weights, zero biases;
+tools/peers/peer_common.py; the same seed gives the same weights as pytorch_mlp.py), MNIST
+normalized as mlp_train does, FP32: jax_default_matmul_precision is "highest" (no TF32 on the
+GPU) unless --matmul-precision says otherwise.
 
 Mode "scan": the data set is resident on the device. Each epoch's order is a permutation drawn
 on the device (jax.random.permutation of a key folded with the epoch) before the clock starts,
@@ -23,14 +24,14 @@ Timing: an epoch runs from the call to the read-back of its loss and accuracy, a
 block_until_ready on everything it returns; the first epoch includes the compilation and is not
 counted; the figure is the median of the others. Test accuracy is measured once, at the end.
 
-Prints one JSON object on stdout, as pytorch_mlp.py does (tools/peer_common.py print_json):
+Prints one JSON object on stdout, as pytorch_mlp.py does (tools/peers/peer_common.py print_json):
   {"framework": "jax", "version", "jax", "jaxlib", "device", "backend", "matmul_precision",
    "results": [{"mode": "scan", "device", "batch", "threads", "lr", "epoch_s", "epoch_times_s",
    "epochs_timed", "test_accuracy", "train_loss", "train_accuracy", "compile_epoch_s"}...]}
 A result for a batch that fails is {"mode", "device", "batch", "error"}; the others still run.
 Exits 3 (after a line on stderr) when JAX, or a GPU backend for --device gpu, is not there.
 
-Example: tools/jax_mlp.py --device gpu --batch 16 512 --epochs 5
+Example: tools/peers/jax_mlp.py --device gpu --batch 16 512 --epochs 5
 """
 import argparse
 import os

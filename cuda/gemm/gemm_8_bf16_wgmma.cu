@@ -1,52 +1,8 @@
-/* Ladder rung 8, Hopper only: BF16 with wgmma, the warpgroup MMA of sm_90a (after
- * gemm_bf16_mma.cu).
- *
- * mma.sync, the tensor-core instruction of the rungs before, is Ampere's: on Hopper it reaches
- * about half of the tensor cores' rate (measured with ncu at 4096³: the tensor pipe 51% busy,
- * 0.44 of cuBLAS), because each warp must first load every fragment into registers with ldmatrix and
- * then issue 32 small mma per 16-deep step. Hopper's wgmma.mma_async is issued by a warpgroup
- * (4 consecutive warps, 128 threads) for a much larger tile, 64×N×16 (N up to 256), reads A
- * and B straight from shared memory through two 64-bit matrix descriptors, and runs
- * asynchronously: the threads issue it, go on, and wait for it with wgmma.wait_group.
- *
- * Here: block tile 128×128, BK = 64; 2 warpgroups, each computing a 64×128 half of the tile
- * with m64n128k16 (64 FP32 accumulators per thread), 4 per K step; cp.async copies run
- * PREFETCH = 2 tiles ahead, as in the rungs before:
- *   step t:  wait for tile t's copies; fence.proxy.async (the copies are ordinary writes, the
- *            tensor cores read through the async proxy); wait for step t − 1's wgmma; barrier;
- *            start copying tile t + 2 into the stage step t − 1 used; wgmma.fence;
- *            4 × wgmma (k = 0, 16, 32, 48); commit
- * so the wgmma of a step run while the next step waits for its tile. Keeping them in flight
- * over the next barrier too (WGMMA_IN_FLIGHT = 1) needs a fourth stage, 128 KB, one block per
- * multiprocessor instead of two: measured 15% slower at 4096³ than STAGES = 3 with two.
- *
- * Shared-memory layout: what wgmma reads is described by a start address, the byte distance
- * between groups of 8 rows (stride byte offset), between 64-element atoms along M or N (leading
- * byte offset, MN-major only) and a swizzle mode (PTX ISA, "Matrix Descriptor Format", and the
- * canonical layouts of "Shared Memory Matrix Layout"). The layout used is the 128-byte swizzle:
- * rows of 128 bytes (64 BF16), in which the 16-byte chunk j of row r is stored at chunk
- * j ^ (r % 8). Without it, the 8 rows the tensor cores read at once sit at the same offset of
- * 8 different 128-byte lines: the same banks (measured: 0.20 of cuBLAS). Each 16-byte chunk holds
- * 8 elements contiguous in global memory, so every cp.async copies one whole chunk:
- *   K-major operand (A not transposed, B transposed):  a row is the 64 k of one m (or n)
- *   MN-major operand (A transposed, B not transposed): a row is 64 m (or n) of one k, the tile
- *                                                      has 2 such atoms side by side, and the
- *                                                      instruction's transpose bit is set
- * A tile starts on a 1024-byte boundary, as the swizzle pattern repeats every 8 rows of 128
- * bytes; a wgmma 16 deep in K starts 32 bytes (K-major) or 16 rows (MN-major) further.
- *
- * Accumulators (PTX ISA, "Register Fragments" of wgmma m64nNk16, D): warp w of the warpgroup
- * holds rows 16w..16w+15; in each 8 columns j, its registers 4j..4j+3 are laid out as mma.sync's
- * C: (g, 8j + 2t), (g, 8j + 2t + 1), (g + 8, 8j + 2t), (g + 8, 8j + 2t + 1), g = lane / 4,
- * t = lane % 4.
- *
- * Built for sm_90a alone (wgmma does not exist in the portable sm_90 target): CMake compiles
- * this file in its own object library with CUDA_ARCHITECTURES 90a, and the launcher refuses
- * a device that is not compute capability 9.0 (gpu_gemm_wgmma_available says so first). The
- * PTX wrappers (descriptor, fences, waits) are in wgmma.cuh, shared with gemm_tf32_wgmma.cu.
- *
- * Shapes and contract: as gemm_bf16_mma.cu (BF16 A and B, FP32 C, any shape, transposes and
- * strides; small C splits K). */
+/* Ladder rung 8, Hopper only (sm_90a): BF16 with wgmma, the warpgroup MMA that reads A and B
+ * from swizzled shared memory through matrix descriptors and runs asynchronously; BF16 A and B
+ * in memory, FP32 C and sums, rung 7's contract. 128×128 block tiles, BK = 64, two warpgroups,
+ * a cp.async pipeline; split-K through the workspace. The design and its measurements:
+ * docs/kernels.md, "Design notes: gemm_8_bf16_wgmma.cu". */
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

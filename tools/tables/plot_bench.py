@@ -9,8 +9,8 @@ Needs matplotlib. If this Python lacks it, the script runs itself under Debian's
 when that one has it, and otherwise installs the Debian package python3-matplotlib with apt-get
 (through sudo when not root) and tries again.
 
-Usage: tools/plot_bench.py RESULTS.csv [MORE.csv ...] --out DIR
-Example: build/mlp_bench dot --csv dot.csv && tools/plot_bench.py dot.csv --out plots
+Usage: tools/tables/plot_bench.py RESULTS.csv [MORE.csv ...] --out DIR
+Example: build/mlp_bench dot --csv dot.csv && tools/tables/plot_bench.py dot.csv --out plots
 """
 import argparse
 import csv

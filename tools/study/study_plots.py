@@ -1,4 +1,4 @@
-"""The PNG figures of tools/study.py, drawn with matplotlib (Agg, files only) where it is
+"""The PNG figures of tools/study/study.py, drawn with matplotlib (Agg, files only) where it is
 installed; where it is not, draw_all draws nothing and the report keeps its tables.
 
 Figures: implementations.png (section 1), scaling.png (2 and 3: time, speedup with the fitted

@@ -1,4 +1,4 @@
-"""Statistics for tools/study.py, standard library only: medians, and Amdahl's law fitted to
+"""Statistics for tools/study/study.py, standard library only: medians, and Amdahl's law fitted to
 measured times with a bootstrap confidence interval for the serial fraction.
 
 Amdahl's law: T(p) = T1 * (s + (1 - s) / p) for p workers, serial fraction s in [0, 1]. Written

@@ -7,10 +7,14 @@ Contenders (GPU, --device gpu):
   mlp_train  each GPU implementation: --impl naive, tiled, blas, each with --graph on (the step
              replayed from a CUDA graph) and --graph off (each kernel queued), and --impl fused
              (one persistent kernel per epoch; --graph does not apply)
-  PyTorch eager  tools/pytorch_mlp.py --modes eager: the usual loop
-  PyTorch graph  tools/pytorch_mlp.py --modes graph: the whole step captured as a CUDA graph,
+  PyTorch eager  tools/peers/pytorch_mlp.py --modes eager: the usual loop
+  PyTorch graph  tools/peers/pytorch_mlp.py --modes graph: the whole step captured as a CUDA graph,
                  fused SGD
-  JAX scan   tools/jax_mlp.py: the whole epoch one jitted lax.scan, matmul precision "highest"
+  JAX scan   tools/peers/jax_mlp.py: the whole epoch one jitted lax.scan, matmul precision "highest"
+             (and "tensorfloat32", "bfloat16" beside mlp_train's --precisions rows)
+  Every peer runs with and without its training sums (--peer-sums), JAX at each lax.scan unroll
+  (--jax-unroll 1 2 4 8): the fastest configuration is the peer's figure, named in the notes, and
+  every ratio is against it, at the same precision (the "same precision" table).
   --precisions fp32 tf32 bf16: each of tiled, blas and fused also with --precision tf32 and bf16
              (the GEMMs' products on tensor cores): rows of their own, not counted as the fastest
              mlp_train (the peers train in FP32), and a table of each against its FP32 run: epoch
@@ -39,9 +43,9 @@ training, every epoch's test pass, exit); the median is reported with the test a
 A peer that cannot run (PyTorch or JAX not installed, no GPU backend) is reported as absent; one
 that fails or runs past --timeout is reported as such; neither stops the others.
 
-  GPU: tools/compare.py --device gpu --batch 16 64 512 2048 --json compare_gpu.json > compare_gpu.md
-  CPU: tools/compare.py --device cpu --batch 512 --threads 1 16 --epochs 2
-  Precision: tools/compare.py --impls tiled blas fused --graph on --peers --batch 64 512 \
+  GPU: tools/peers/compare.py --device gpu --batch 16 64 512 2048 --json compare_gpu.json > compare_gpu.md
+  CPU: tools/peers/compare.py --device cpu --batch 512 --threads 1 16 --epochs 2
+  Precision: tools/peers/compare.py --impls tiled blas fused --graph on --peers --batch 64 512 \
                  --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16
 
 Progress goes to stderr, the Markdown to stdout, everything measured to --json. Exit status: 0,
@@ -60,9 +64,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import peer_common  # noqa: E402  (default_learning_rate; needs no NumPy)
+import peer_common  # default_learning_rate; needs no NumPy (this folder is on the path)
+
+PEER_DIR = Path(__file__).resolve().parent  # the peer scripts, beside this one
+ROOT = PEER_DIR.parent.parent
 
 PROGRAM = "compare.py"
 GOAL_RATIO = 2.0                                 # fastest mlp_train vs best peer, per batch
@@ -115,9 +120,54 @@ def our_contenders(args):
     return contenders
 
 
+JAX_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "bfloat16"}
+
+
 def peer_contenders(args):
-    return [{"key": key, "label": PEERS[key][0], "kind": "peer", "script": PEERS[key][1], "mode": PEERS[key][2]}
-            for key in args.peers]
+    """The peers: PyTorch in FP32; JAX in each of --precisions (its matmul precision)."""
+    contenders = []
+    for key in args.peers:
+        label, script, mode = PEERS[key]
+        for precision in args.precisions if script == "jax_mlp.py" else ["fp32"]:
+            suffix = "" if precision == "fp32" else f"-{precision}"
+            contenders.append({"key": key + suffix, "label": label + suffix.replace("-", " "), "kind": "peer",
+                               "script": script, "mode": mode, "precision": precision})
+    return contenders
+
+
+def peer_configurations(args, script, precision):
+    """Every configuration a peer runs in, as extra arguments: with and without its training
+    sums (--peer-sums), and for JAX each lax.scan unroll (--jax-unroll) at its matmul precision.
+    The fastest is the peer's figure: peers are compared at their strongest."""
+    sums = [[] if s == "with" else ["--no-train-metrics"] for s in args.peer_sums]
+    if script != "jax_mlp.py":
+        return sums
+    precision_args = ["--matmul-precision", JAX_PRECISION[precision]]
+    return [s + ["--unroll", str(u)] + precision_args for s in sums for u in args.jax_unroll]
+
+
+def configuration_name(extra):
+    """'no sums, unroll 4' for the extra arguments of a configuration."""
+    words = ["no sums" if "--no-train-metrics" in extra else "sums"]
+    if "--unroll" in extra:
+        words.append("unroll " + extra[extra.index("--unroll") + 1])
+    return ", ".join(words)
+
+
+def run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
+    """The group's contenders (one script, one precision) in every configuration; each keeps its
+    fastest run, named in its note and its 'configuration'."""
+    best = {}
+    for extra in peer_configurations(args, script, group[0]["precision"]):
+        for o in run_peer_script(args, script, group, batch, threads, absent_frameworks, runs, extra):
+            o["configuration"] = configuration_name(extra)
+            kept = best.get(o["contender"])
+            if kept is None or (o["status"] == "ok" and (kept["status"] != "ok" or o["epoch_s"] < kept["epoch_s"])):
+                best[o["contender"]] = o
+    for o in best.values():
+        if o["status"] == "ok":
+            o["note"] = o["configuration"]
+    return list(best.values())
 
 
 def learning_rate(args, batch):
@@ -196,17 +246,17 @@ def run_ours(args, contender, batch, threads):
                    version=result.get("version"), process_wall_s=wall, command=command)
 
 
-def run_peer_script(args, script, contenders, batch, threads, absent_frameworks, runs):
+def run_peer_script(args, script, contenders, batch, threads, absent_frameworks, runs, extra=()):
     """One process of a peer script for the given contenders (its modes) at one batch. Returns
     outcomes; records the script's JSON (versions, device) in runs."""
     framework = FRAMEWORK[script]
     if framework in absent_frameworks:
         return [outcome(c, batch, threads, "absent", absent_frameworks[framework]) for c in contenders]
     device = ("cuda" if framework == "torch" else "gpu") if args.device == "gpu" else "cpu"
-    command = [args.python, str(ROOT / "tools" / script), "--data", str(args.data), "--device", device,
+    command = [args.python, str(PEER_DIR / script), "--data", str(args.data), "--device", device,
                "--batch", str(batch), "--epochs", str(args.epochs), "--hidden", args.hidden,
                "--seed", str(args.seed), "--lr", repr(learning_rate(args, batch)),
-               "--modes"] + [c["mode"] for c in contenders]
+               "--modes"] + [c["mode"] for c in contenders] + list(extra)
     if threads:
         command += ["--threads", str(threads)]
     done, wall = run_process(command, args.timeout)
@@ -236,7 +286,7 @@ def run_peer_script(args, script, contenders, batch, threads, absent_frameworks,
             continue
         figures = {k: v for k, v in r.items() if k not in ("mode", "batch", "threads", "device")}
         outcomes.append(outcome(c, batch, threads, "ok", r.get("optimizer", ""), peer_threads=r.get("threads"),
-                                process_wall_s=wall, command=command, **figures))
+                                process_wall_s=wall, command=command, precision=c["precision"], **figures))
     return outcomes
 
 
@@ -257,8 +307,8 @@ def cell(o, figure):
 
 
 def fastest(outcomes, kind):
-    """The fastest of a kind; of mlp_train's, FP32 runs that ran as asked only: the peers train in
-    FP32, and a fused run that fell back is the tiled step under another name."""
+    """The fastest FP32 run of a kind, of mlp_train's only runs that ran as asked (a fused run that
+    fell back is the tiled step under another name); precision_leads compares the others."""
     ok = [o for o in outcomes if o["kind"] == kind and o["status"] == "ok" and o.get("precision", "fp32") == "fp32"
           and o.get("as_asked", True)]
     return min(ok, key=lambda o: o["epoch_s"]) if ok else None
@@ -304,6 +354,32 @@ def markdown_tables(args, contenders, rows, summary):
     for (threads, batch), outcomes in rows.items():
         cells = [cell(outcomes.get(c["key"]), lambda o: f"{100 * o['test_accuracy']:.2f}%") for c in contenders]
         lines.append("| " + " | ".join(row_lead(threads, batch) + cells) + " |")
+    return lines
+
+
+def precision_leads(args, rows):
+    """Per batch and precision: the fastest mlp_train run in that precision (as asked) against the
+    fastest peer configuration in it."""
+    leads = []
+    for (threads, batch), outcomes in rows.items():
+        for precision in args.precisions:
+            ok = [o for o in outcomes.values() if o["status"] == "ok" and o.get("precision", "fp32") == precision
+                  and o.get("as_asked", True)]
+            ours = min((o for o in ok if o["kind"] == "mlp_train"), key=lambda o: o["epoch_s"], default=None)
+            peer = min((o for o in ok if o["kind"] == "peer"), key=lambda o: o["epoch_s"], default=None)
+            if ours and peer:
+                leads.append({"batch": batch, "threads": threads, "precision": precision, "ours": ours["label"],
+                              "ours_epoch_s": ours["epoch_s"], "peer": f"{peer['label']} ({peer.get('configuration')})",
+                              "peer_epoch_s": peer["epoch_s"], "ratio": peer["epoch_s"] / ours["epoch_s"]})
+    return leads
+
+
+def lead_lines(leads):
+    lines = ["", "Against the fastest peer configuration at the same precision:", "",
+             "| batch | precision | fastest mlp_train | ms | fastest peer | ms | ratio (peer/ours) |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['batch']} | {r['precision']} | {r['ours']} | {milliseconds(r['ours_epoch_s'])} | {r['peer']} | "
+              f"{milliseconds(r['peer_epoch_s'])} | {r['ratio']:.2f}× |" for r in leads]
     return lines
 
 
@@ -496,6 +572,11 @@ def parse_arguments():
                         help="run --impl naive only from this batch size on (it is slow at small batches)")
     parser.add_argument("--peers", nargs="*", choices=list(PEERS),
                         help="default: torch-eager torch-graph jax-scan on the GPU, torch-eager on the CPU")
+    parser.add_argument("--peer-sums", nargs="+", default=["with", "without"], choices=["with", "without"],
+                        help="run the peers with and/or without their training-loss and accuracy sums; "
+                             "the faster counts (default: both)")
+    parser.add_argument("--jax-unroll", type=int, nargs="+", default=[1, 2, 4, 8],
+                        help="lax.scan unroll factors JAX runs with; the fastest counts (default: 1 2 4 8)")
     parser.add_argument("--threads", type=int, nargs="+", default=[], help="CPU thread counts (cpu only)")
     parser.add_argument("--epochs", type=int, default=5, help="per measurement; epochs 2..N are timed")
     parser.add_argument("--hidden", default="256", help="hidden widths, as mlp_train's --hidden")
@@ -549,9 +630,9 @@ def main():
                 o = run_ours(args, contender, batch, threads)
                 row[contender["key"]] = o
                 log_outcome(where, o)
-            for script in dict.fromkeys(p["script"] for p in peers):  # one process per script and batch
-                group = [p for p in peers if p["script"] == script]
-                for o in run_peer_script(args, script, group, batch, threads, absent_frameworks, runs):
+            for script, precision in dict.fromkeys((p["script"], p["precision"]) for p in peers):
+                group = [p for p in peers if p["script"] == script and p["precision"] == precision]
+                for o in run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
                     row[o["contender"]] = o
                     log_outcome(where, o)
 
@@ -580,6 +661,8 @@ def main():
         lines += [f"| {g['goal']} | {g['measured']} | {g['status']} |" for g in goal_rows]
     if wall and wall.get("walls_s"):
         lines += ["", wall_line(wall)]
+    leads = precision_leads(args, rows)
+    lines += lead_lines(leads)
     precision, precision_goal = [], None
     if len(args.precisions) > 1:
         precision = precision_rows(args, ours, rows)
@@ -596,13 +679,13 @@ def main():
 
     if args.json:
         args.json.write_text(json.dumps({
-            "tool": "tools/compare.py", "command": sys.argv, "date": started.isoformat(), "device": args.device,
+            "tool": "tools/peers/compare.py", "command": sys.argv, "date": started.isoformat(), "device": args.device,
             "machine": machine, "gpu": gpu, "versions": found, "peer_runs": runs,
             "settings": {"epochs": args.epochs, "batches": args.batch, "threads": args.threads, "hidden": args.hidden,
                          "seed": args.seed, "lr": {b: learning_rate(args, b) for b in args.batch},
                          "naive_min_batch": args.naive_min_batch, "precisions": args.precisions},
             "contenders": contenders, "results": outcomes, "summary": summary, "goals": goal_rows,
-            "precision": precision, "precision_goal": precision_goal,
+            "precision": precision, "precision_goal": precision_goal, "leads": leads,
             "wall_check": wall, "markdown": markdown}, indent=1) + "\n")
     failures = [o for o in outcomes if o["status"] in ("failed", "timeout")]
     if failures or (wall and wall.get("failures")):

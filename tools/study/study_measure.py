@@ -1,25 +1,30 @@
-"""Measurement for tools/study.py, standard library only: runs mlp_train, mlp_bench, mpirun and
-the peer scripts (tools/pytorch_mlp.py, tools/jax_mlp.py) as subprocesses, one at a time, and
-returns their figures; detects what the machine has (GPU, MPI, PyTorch, JAX) and names it.
+"""Measurement for tools/study/study.py, standard library only: runs mlp_train, mlp_bench, mpirun
+and the peer scripts (tools/peers/pytorch_mlp.py, tools/peers/jax_mlp.py) as subprocesses, one at
+a time, and returns their figures; detects what the machine has (GPU, MPI, PyTorch, JAX) and
+names it; writes the MNIST subset of --quick (with tools/idx_files.py, the tools' IDX reader).
 
 Every run is a fresh process. mlp_train's figures come from its --json output: each epoch's
 "time_s" (the training pass on the monotonic clock), test accuracy and --profile phases; the
 process's own wall time is measured here around the subprocess.
 """
 import datetime
-import gzip
 import json
+import math
 import os
 import platform
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+TOOLS = Path(__file__).resolve().parent.parent
+ROOT = TOOLS.parent
+PEER_DIR = TOOLS / "peers"  # the peer scripts
+sys.path.insert(0, str(TOOLS))  # for idx_files
+import idx_files  # noqa: E402
+
 RUN_TIMEOUT_S = 900  # one subprocess; a hang must not stall the study forever
 # Open MPI: let root run it (the GPU host's user), and as many ranks as logical CPUs (its slots
 # count physical cores); other MPIs ignore these variables
@@ -40,18 +45,33 @@ def log(message):
     print(f"study: {message}", file=sys.stderr, flush=True)
 
 
+def shown(argument):
+    """A command-line argument as the report shows it: an absolute path inside the repository
+    (alone or as --option=PATH) relative to the repository's root, anything else as it is."""
+    text = str(argument)
+    option, equals, value = text.partition("=") if text.startswith("--") else ("", "", text)
+    path = Path(value)
+    if not path.is_absolute():
+        return text
+    try:
+        return option + equals + str((path.parent.resolve() / path.name).relative_to(ROOT))
+    except ValueError:
+        return text
+
+
 def run_command(command, env=None, timeout=RUN_TIMEOUT_S):
-    """(stdout, wall seconds) of a command that must succeed; MeasureError otherwise."""
+    """(stdout, wall seconds) of a command that must succeed; MeasureError otherwise, naming the
+    command with the repository's paths relative (shown)."""
     start = time.monotonic()
     try:
         done = subprocess.run([str(c) for c in command], capture_output=True, text=True, env=env,
                               timeout=timeout)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise MeasureError(f"{' '.join(map(str, command))}: {error}") from None
+        raise MeasureError(f"{' '.join(map(shown, command))}: {error}") from None
     wall = time.monotonic() - start
     if done.returncode != 0:
         tail = " ".join(done.stderr.strip().splitlines()[-3:])
-        raise MeasureError(f"{' '.join(map(str, command))}: exit {done.returncode}: {tail}", tail)
+        raise MeasureError(f"{' '.join(map(shown, command))}: exit {done.returncode}: {tail}", tail)
     return done.stdout, wall
 
 
@@ -223,22 +243,6 @@ def probe_peer(python, script, module):
 
 # ---------------------------------------------------------------- a subset of MNIST (quick mode)
 
-def _read_idx(path):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    dimensions = data[3]
-    shape = struct.unpack(f">{dimensions}I", data[4:4 + 4 * dimensions])
-    return data[:4], shape, data[4 + 4 * dimensions:]
-
-
-def _find_idx(directory, name):
-    for candidate in (directory / name, directory / (name + ".gz")):
-        if candidate.exists():
-            return candidate
-    raise MeasureError(f"{directory}: no {name}[.gz]")
-
-
 def write_subset(source, target, train_count, test_count):
     """Writes the first train_count / test_count images and labels of the IDX files in source
     into target (gzipped IDX files mlp_train and the peers read with --data)."""
@@ -246,14 +250,12 @@ def write_subset(source, target, train_count, test_count):
     for prefix, count in (("train", train_count), ("t10k", test_count)):
         for kind in ("images-idx3-ubyte", "labels-idx1-ubyte"):
             name = f"{prefix}-{kind}"
-            magic, shape, body = _read_idx(_find_idx(source, name))
+            try:
+                shape, elements = idx_files.read_idx(idx_files.find_idx(source, name))
+            except idx_files.IdxError as error:
+                raise MeasureError(str(error)) from None
             keep = min(count, shape[0])
-            item = 1
-            for side in shape[1:]:
-                item *= side
-            header = magic + struct.pack(f">{len(shape)}I", keep, *shape[1:])
-            with gzip.open(target / (name + ".gz"), "wb", compresslevel=1) as f:
-                f.write(header + body[:keep * item])
+            idx_files.write_idx(target / (name + ".gz"), (keep, *shape[1:]), elements[:keep * math.prod(shape[1:])])
     return target
 
 

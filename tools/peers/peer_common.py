@@ -1,19 +1,23 @@
-"""What the peer programs (tools/pytorch_mlp.py, tools/jax_mlp.py) share, so that they train
-exactly mlp_train's job: the MNIST IDX reader, mlp_train's normalization, its default learning
-rate, its weight initialization scheme, the command-line options and the JSON they print.
+"""What the peer programs (tools/peers/pytorch_mlp.py, tools/peers/jax_mlp.py) share, so that
+they train exactly mlp_train's job: MNIST as NumPy arrays (read by tools/idx_files.py),
+mlp_train's normalization, its default learning rate, its weight initialization scheme, the
+command-line options and the JSON they print.
 
-Imported by the peer scripts (they run from tools/, so it is on their path) and by
-tools/compare.py (default_learning_rate only; that needs no NumPy). NumPy is imported lazily:
-compare.py runs without it.
+Imported by the peer scripts (they run from tools/peers/, so it is on their path) and by
+tools/peers/compare.py (default_learning_rate only; that needs no NumPy). NumPy is imported
+lazily: compare.py runs without it.
 """
-import gzip
 import json
 import math
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/, for idx_files
+import idx_files  # noqa: E402
+
 # A peer script that cannot run here because its framework (or its GPU backend) is missing exits
-# with this status, after one line on stderr; tools/compare.py reports it as absent, not failed.
+# with this status, after one line on stderr; tools/peers/compare.py reports it as absent, not
+# failed.
 EXIT_ABSENT = 3
 
 
@@ -47,23 +51,15 @@ def parse_hidden(text):
     return widths
 
 
-def read_idx(path):
-    """An IDX file (raw or .gz) as a NumPy uint8 array of its shape."""
+def read_array(directory, name):
+    """The IDX file name[.gz] in directory as a NumPy uint8 array of its shape; exits with the
+    reason where it is missing or not an IDX file."""
     import numpy as np
-    with gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08:
-        raise SystemExit(f"{path}: not an IDX file of unsigned bytes")
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
-
-
-def find(directory, name):
-    for candidate in (directory / name, directory / (name + ".gz")):
-        if candidate.exists():
-            return candidate
-    raise SystemExit(f"{directory}: no {name}[.gz]")
+    try:
+        shape, elements = idx_files.read_idx(idx_files.find_idx(directory, name))
+    except idx_files.IdxError as error:
+        raise SystemExit(str(error)) from None
+    return np.frombuffer(elements, dtype=np.uint8).reshape(shape)
 
 
 def load_mnist(directory):
@@ -74,8 +70,8 @@ def load_mnist(directory):
     population one) of pixel/255 over every pixel of the training set."""
     import numpy as np
     directory = Path(directory)
-    train_pixels = read_idx(find(directory, "train-images-idx3-ubyte"))
-    test_pixels = read_idx(find(directory, "t10k-images-idx3-ubyte"))
+    train_pixels = read_array(directory, "train-images-idx3-ubyte")
+    test_pixels = read_array(directory, "t10k-images-idx3-ubyte")
     histogram = np.bincount(train_pixels.ravel(), minlength=256).astype(np.float64)
     values = np.arange(256, dtype=np.float64)
     count = histogram.sum()
@@ -88,7 +84,7 @@ def load_mnist(directory):
         return pixels.reshape(len(pixels), -1).astype(np.float32) * scale + shift
 
     def labels(name):
-        return read_idx(find(directory, name)).astype(np.int32)
+        return read_array(directory, name).astype(np.int32)
 
     return (images(train_pixels), labels("train-labels-idx1-ubyte"),
             images(test_pixels), labels("t10k-labels-idx1-ubyte"))

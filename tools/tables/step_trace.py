@@ -3,7 +3,7 @@
 of a run traced with --cuda-graph-trace=node, every kernel of the steady state (the second half
 of the trace's kernels), grouped by name: launches, mean duration and median idle gap before it;
 then the GPU's busy share of that span, and one step's kernels in order.
-Usage: tools/step_trace.py TRACE.csv STEPS_IN_TRACE"""
+Usage: tools/tables/step_trace.py TRACE.csv STEPS_IN_TRACE"""
 import csv
 import statistics
 import sys
@@ -29,6 +29,8 @@ def short(name):
 
 
 def main():
+    if len(sys.argv) != 3 or not sys.argv[2].isdigit():
+        sys.exit(__doc__.splitlines()[-1])
     rows = kernels(sys.argv[1])
     steps = int(sys.argv[2])
     steady = rows[len(rows) // 2:]
@@ -53,4 +55,5 @@ def main():
         print(f"  {(s - t0) / 1e3:8.2f} {(e - s) / 1e3:7.2f}  {short(name)}")
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -6,8 +6,8 @@ same device (vs_library: above 1 is faster than the library), the throughput cou
 host<->device copies (gemm --with-transfer), share of the measured copy bandwidth (dot, maxpool)
 and the verification error. Rows that were skipped, and columns empty in every row, are left out.
 
-Usage: tools/bench_table.py RESULTS.csv [--impl naive,tiled] [--shape-contains 4096x]
-Example: build/mlp_bench gemm --device gpu --csv gemm.csv && tools/bench_table.py gemm.csv
+Usage: tools/tables/bench_table.py RESULTS.csv [--impl naive,tiled] [--shape-contains 4096x]
+Example: build/mlp_bench gemm --device gpu --csv gemm.csv && tools/tables/bench_table.py gemm.csv
 """
 import argparse
 import csv

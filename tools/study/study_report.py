@@ -1,4 +1,4 @@
-"""REPORT.md of tools/study.py: the machine, the method, then one section per measurement with
+"""REPORT.md of tools/study/study.py: the machine, the method, then one section per measurement with
 its table, its figure and sentences generated from the figures (every number in the text is
 computed from results.json; no claim is typed in). Standard library only.
 """

@@ -37,7 +37,7 @@ import study_measure as measure
 import study_plots
 import study_report
 from study_fit import median
-from study_measure import ROOT, MeasureError, log
+from study_measure import PEER_DIR, ROOT, MeasureError, log
 
 SECTIONS = ("implementations", "threads", "processes", "batch", "transfers", "ladder")
 PLACEMENTS = {"resident": ["--data", "device"], "pageable": ["--data", "host"],
@@ -113,8 +113,8 @@ class Study:
     def capabilities(self):
         python = self.programs.peer_python
         return {"gpu": measure.probe_gpu(self.programs), "mpi": measure.probe_mpi(self.programs),
-                "pytorch": measure.probe_peer(python, ROOT / "tools" / "pytorch_mlp.py", "torch"),
-                "jax": measure.probe_peer(python, ROOT / "tools" / "jax_mlp.py", "jax"),
+                "pytorch": measure.probe_peer(python, PEER_DIR / "pytorch_mlp.py", "torch"),
+                "jax": measure.probe_peer(python, PEER_DIR / "jax_mlp.py", "jax"),
                 "matplotlib": study_plots.matplotlib_version()}
 
     def has(self, capability):
@@ -172,7 +172,7 @@ class Study:
             if not self.has(name):
                 continue
             for device in devices:
-                result = self.attempt(f"{name} on {device}", self.programs.peer, ROOT / "tools" / script, device,
+                result = self.attempt(f"{name} on {device}", self.programs.peer, PEER_DIR / script, device,
                                       self.settings.batch, self.settings.epochs, lr, self.cores)
                 if result:
                     rows += self.attempt(f"{name} on {device}: its output", peer_rows, name, device, lr, result) or []
@@ -312,13 +312,14 @@ def write_outputs(results, out):
 
 
 def user_arguments(arguments):
-    """The command line less the --peer-python that tools/study.sh adds."""
+    """The command line less the --peer-python that tools/study.sh adds, with the paths inside
+    the repository relative to its root, as anyone's checkout has them."""
     kept, skip = [], False
     for argument in arguments:
         if skip or argument == "--peer-python":
             skip = not skip
             continue
-        kept.append(argument)
+        kept.append(measure.shown(argument))
     return kept
 
 
@@ -373,7 +374,10 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         data = args.data
         if settings.subset:
-            data = measure.write_subset(args.data, Path(scratch) / "subset", *settings.subset)
+            try:
+                data = measure.write_subset(args.data, Path(scratch) / "subset", *settings.subset)
+            except MeasureError as error:
+                sys.exit(f"study: {error}")
         programs = measure.Programs(args.mlp_train, args.mlp_bench, data, args.peer_python, measure.which_mpirun())
         results = Study(settings, programs, args.only).run()
     results["command"] = " ".join(["tools/study.sh"] + user_arguments(sys.argv[1:]))
