@@ -4,6 +4,9 @@
 #include "app/cli.h"
 
 #include "app/backend_select.h"
+#include "libs/openblas_gemm.h"
+#include "libs/openblas_library.h"
+#include "util/json_text.h"
 #include "util/parse_number.h"
 
 #include <errno.h>
@@ -14,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/build_info.h"
 #include "app/version.h"
 
 static const char USAGE[] =
@@ -86,7 +90,8 @@ static const char USAGE_DATA_AND_TRAINING[] =
     "                          confusion matrix\n"
     "\n"
     "  --help                  this text\n"
-    "  --version               the version\n"
+    "  --version               the version and the build: commit, compiler, CUDA, MPI,\n"
+    "                          NCCL, the OpenBLAS loaded (with --json: as JSON)\n"
     "\n"
     "Exit status: 0 success, 1 runtime error (bad data, no GPU, divergence), 2 usage error.\n"
     "Example: mlp_train --device gpu --impl tiled --batch 512 --profile\n";
@@ -314,6 +319,54 @@ static bool check_consistency(cli_options *o, bool pinned) {
     return true;
 }
 
+static void json_field(const char *name, const char *value, const char *after) {
+    printf("\"%s\": ", name);
+    if (value) json_write_string(stdout, value);
+    else fputs("null", stdout);
+    fputs(after, stdout);
+}
+
+/* --version: the version, then the build (app/build_info.h, written by CMake) and the OpenBLAS
+ * this machine loads, its build and the kernels it picked for this CPU (loaded last, after the
+ * rest is out: a missing OpenBLAS ends the process with status 1 and a message). */
+static void print_version(bool json) {
+    const char *cuda_compiler = MLP_BUILD_CUDA ? MLP_BUILD_CUDA_COMPILER : NULL;
+    const char *cuda_architectures = MLP_BUILD_CUDA ? MLP_BUILD_CUDA_ARCHITECTURES : NULL;
+    if (json) {
+        printf("{\"program\": \"mlp_train\", ");
+        json_field("version", MLP_VERSION, ", ");
+        json_field("commit", MLP_BUILD_COMMIT, ", ");
+        json_field("build_type", MLP_BUILD_TYPE, ", ");
+        json_field("c_compiler", MLP_BUILD_C_COMPILER, ", ");
+        printf("\"native\": %s, \"cuda\": %s, ", MLP_BUILD_NATIVE ? "true" : "false",
+               MLP_BUILD_CUDA ? "true" : "false");
+        json_field("cuda_compiler", cuda_compiler, ", ");
+        json_field("cuda_architectures", cuda_architectures, ", ");
+        printf("\"mpi\": %s, \"nccl\": %s, ", MLP_BUILD_MPI ? "true" : "false",
+               MLP_BUILD_NCCL ? "true" : "false");
+    } else {
+        printf("mlp_train %s\ncommit: %s\n", MLP_VERSION, MLP_BUILD_COMMIT);
+        printf("compiler: %s (%s%s)\n", MLP_BUILD_C_COMPILER, MLP_BUILD_TYPE,
+               MLP_BUILD_NATIVE ? ", -march=native" : "");
+        if (MLP_BUILD_CUDA)
+            printf("CUDA: on (%s, architectures %s)\n", cuda_compiler, cuda_architectures);
+        else
+            printf("CUDA: off\n");
+        printf("MPI: %s\nNCCL: %s\n", MLP_BUILD_MPI ? "on" : "off", MLP_BUILD_NCCL ? "on" : "off");
+    }
+    fflush(stdout);
+
+    const char *library = openblas_library_file();
+    if (json) {
+        printf("\"openblas\": {");
+        json_field("description", openblas_description(), ", "); /* its build: OpenMP, pthreads */
+        json_field("core", openblas_core_name(), ", ");
+        json_field("library", library, "}}\n");
+    } else {
+        printf("OpenBLAS: %s (%s)\n", openblas_description(), library);
+    }
+}
+
 cli_outcome cli_parse(int argc, char **argv, cli_options *o) {
     set_defaults(o);
     bool pinned = false;
@@ -326,8 +379,10 @@ cli_outcome cli_parse(int argc, char **argv, cli_options *o) {
             fputs(USAGE_DATA_AND_TRAINING, stdout);
             return CLI_DONE;
         }
-        if (code == OPT_VERSION) {
-            printf("mlp_train %s\n", MLP_VERSION);
+        if (code == OPT_VERSION) { /* --json, before or after, asks for JSON */
+            bool json = o->json;
+            for (int i = optind; i < argc && !json; i++) json = strcmp(argv[i], "--json") == 0;
+            print_version(json);
             return CLI_DONE;
         }
         if (code == '?') {

@@ -41,13 +41,15 @@ static void check_address_space(void) {
     exit(1);
 }
 
+static const char *loaded_file; /* the name it was loaded by */
+
 static void *open_library(void) {
     check_address_space();
     void *library = NULL;
 #ifdef MLP_OPENBLAS_LIBRARY
-    library = dlopen(MLP_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    library = dlopen(loaded_file = MLP_OPENBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
 #endif
-    if (!library) library = dlopen(FALLBACK_NAME, RTLD_NOW | RTLD_LOCAL);
+    if (!library) library = dlopen(loaded_file = FALLBACK_NAME, RTLD_NOW | RTLD_LOCAL);
     if (!library) {
         fprintf(stderr, "mlp_train: cannot load OpenBLAS (%s): %s\n", FALLBACK_NAME, dlerror());
         exit(1);
@@ -78,6 +80,11 @@ static void load(void) {
     RESOLVE(library, "openblas_get_parallel", functions.get_parallel);
     RESOLVE(library, "openblas_get_config", functions.get_config);
     RESOLVE(library, "openblas_get_corename", functions.get_corename);
+}
+
+const char *openblas_library_file(void) {
+    openblas_library();
+    return loaded_file;
 }
 
 const openblas_functions *openblas_library(void) {

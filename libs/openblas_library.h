@@ -27,4 +27,7 @@ typedef struct {
  * with status 1 and a message naming the problem. */
 const openblas_functions *openblas_library(void);
 
+/* The file it was loaded from (as named to the loader: a path, or the fallback's name). */
+const char *openblas_library_file(void);
+
 #endif

@@ -18,7 +18,7 @@ cmake -S "$root" -B "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DM
     -DMLP_SANITIZE=ON >/dev/null
 cmake --build "$root/build-sanitize" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs" -L cpu
+    ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs" -L cpu -E '^install$'
 
 echo "== CPU-only build without MPI (build-no-mpi/)"
 cmake -S "$root" -B "$root/build-no-mpi" -DCMAKE_BUILD_TYPE=Release -DMLP_CUDA=OFF -DMLP_MPI=OFF \

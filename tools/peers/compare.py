@@ -542,6 +542,16 @@ def gpu_info():
     return dict(zip(["name", "memory", "max_sm_clock", "driver"], fields)) if len(fields) == 4 else None
 
 
+def mlp_train_build(args):
+    """What `mlp_train --version --json` says of the build measured (commit, CUDA, OpenBLAS...)."""
+    try:
+        done = subprocess.run([str(args.mlp_train), "--version", "--json"], capture_output=True, text=True,
+                              timeout=60)
+        return json.loads(done.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired) as error:
+        return {"error": repr(error)}
+
+
 def versions(outcomes, runs, absent_frameworks):
     found = {"mlp_train": next((o.get("version") for o in outcomes if o.get("version")), None)}
     for framework in ("torch", "jax"):
@@ -680,7 +690,8 @@ def main():
     if args.json:
         args.json.write_text(json.dumps({
             "tool": "tools/peers/compare.py", "command": sys.argv, "date": started.isoformat(), "device": args.device,
-            "machine": machine, "gpu": gpu, "versions": found, "peer_runs": runs,
+            "machine": machine, "gpu": gpu, "versions": found, "mlp_train_build": mlp_train_build(args),
+            "peer_runs": runs,
             "settings": {"epochs": args.epochs, "batches": args.batch, "threads": args.threads, "hidden": args.hidden,
                          "seed": args.seed, "lr": {b: learning_rate(args, b) for b in args.batch},
                          "naive_min_batch": args.naive_min_batch, "precisions": args.precisions},
