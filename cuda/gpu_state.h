@@ -3,7 +3,6 @@
 #define MLP_GPU_STATE_H
 
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "core/backend.h"

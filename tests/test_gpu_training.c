@@ -175,8 +175,8 @@ static void check_fused_pass(uint64_t seed) {
 #define BF16_LOSS_BOUND 0.05
 
 /* Training in TF32 and BF16 tracks FP32 on the same implementation, steps recorded as CUDA
- * graphs (the BF16 rounding into the workspace included); fused falls back to its tiled
- * kernels in those precisions, so its passes are recorded steps, not whole. */
+ * graphs; fused falls back to its tiled kernels in those precisions, so its passes are recorded
+ * steps, not whole. */
 static void check_precisions(uint64_t seed) {
     static const char *const impls[] = {"tiled", "blas", "fused"};
     static const gemm_precision precisions[] = {PRECISION_TF32, PRECISION_BF16};
