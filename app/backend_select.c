@@ -13,6 +13,9 @@
 #ifdef MLP_HAVE_NCCL
 #include "cuda/gpu_nccl.h"
 #endif
+#if defined(MLP_HAVE_CUDA) && defined(MLP_HAVE_MPI)
+#include "cuda/gpu_p2p.h"
+#endif
 
 device_presence gpu_presence(char *why, size_t why_size) {
 #ifdef MLP_HAVE_CUDA
@@ -93,22 +96,55 @@ void backend_bind_this_thread(const backend *be) {
 #endif
 }
 
-bool backend_join_ranks(backend *be, char *err, size_t err_size) {
-    if (!distributed_launched()) return true;
-    if (strcmp(be->device_name, "cpu") == 0) {
-        cpu_backend_join(be);
+#ifdef MLP_HAVE_CUDA
+/* The GPU ranks' all-reduce: p2p (MPI builds), NCCL (builds with it), or whichever can run. */
+static bool gpu_join_ranks(backend *be, allreduce_choice choice, char *err, size_t err_size) {
+    char why[256] = "";
+#ifdef MLP_HAVE_MPI
+    bool p2p = choice != ALLREDUCE_NCCL && gpu_p2p_possible(why, sizeof why);
+    if (p2p) {
+        gpu_backend_join_p2p(be);
         return true;
     }
+#endif
+    if (choice == ALLREDUCE_P2P) {
+        snprintf(err, err_size, "--allreduce p2p: %s; use --allreduce nccl", why);
+        return false;
+    }
 #ifdef MLP_HAVE_NCCL
-    (void)err;
-    (void)err_size;
     gpu_backend_join(be);
     return true;
 #else
-    snprintf(err, err_size,
-             "--device gpu under mpirun sums the gradients with NCCL, and this mlp_train was "
-             "built without it: install NCCL (libnccl-dev) and rebuild, or train with "
-             "--device cpu");
+    if (*why)
+        snprintf(err, err_size,
+                 "--device gpu under mpirun: the p2p all-reduce cannot run (%s), and this "
+                 "mlp_train was built without NCCL: install NCCL (libnccl-dev) and rebuild, or "
+                 "train with --device cpu",
+                 why);
+    else
+        snprintf(err, err_size,
+                 "--allreduce nccl: this mlp_train was built without NCCL: install NCCL "
+                 "(libnccl-dev) and rebuild, or use --allreduce p2p");
     return false;
+#endif
+}
+#endif
+
+bool backend_join_ranks(backend *be, allreduce_choice choice, char *err, size_t err_size) {
+    if (!distributed_launched()) return true;
+    if (strcmp(be->device_name, "cpu") == 0) {
+        if (choice != ALLREDUCE_AUTO) {
+            snprintf(err, err_size,
+                     "--allreduce chooses how GPU ranks sum their gradients; the CPU's ranks use "
+                     "MPI_Allreduce");
+            return false;
+        }
+        cpu_backend_join(be);
+        return true;
+    }
+#ifdef MLP_HAVE_CUDA
+    return gpu_join_ranks(be, choice, err, err_size);
+#else
+    return false; /* not reached: a GPU backend needs CUDA */
 #endif
 }

@@ -29,9 +29,15 @@ backend *backend_create(const char *device, const char *impl, gemm_precision pre
  * calling thread's own, and be may have been created on another thread. */
 void backend_bind_this_thread(const backend *be);
 
+/* How GPU ranks sum their gradients (--allreduce): NCCL; the hand-written p2p all-reduce, where
+ * every rank's GPU can read every other's (one host, peer access); auto: p2p where it can run,
+ * else NCCL. The CPU's ranks always use MPI. */
+typedef enum { ALLREDUCE_AUTO, ALLREDUCE_NCCL, ALLREDUCE_P2P } allreduce_choice;
+
 /* Under mpirun (distributed_launched), makes be one of the ranks: the gradients are summed across
- * them, with MPI on the CPU and NCCL on the GPU. Does nothing for a process alone. False, with the
- * reason in err, where this build cannot (a GPU without NCCL). Every rank calls it. */
-bool backend_join_ranks(backend *be, char *err, size_t err_size);
+ * them, with MPI on the CPU and `choice` on the GPU. Does nothing for a process alone. False, with
+ * the reason in err, where the choice cannot run here (a build without NCCL, GPUs without peer
+ * access, a choice for the GPU on the CPU). Every rank calls it, with the same choice. */
+bool backend_join_ranks(backend *be, allreduce_choice choice, char *err, size_t err_size);
 
 #endif

@@ -46,8 +46,13 @@ static const char USAGE[] =
     "  mpirun -np N mlp_train ...  N processes train one model, each a share of every\n"
     "                          batch (--batch must be a multiple of N; batch and learning\n"
     "                          rate as for one process), gradients summed every step (MPI\n"
-    "                          on the CPU, NCCL on the GPU: one GPU per rank); rank 0 alone\n"
-    "                          prints, logs and saves. As root: mpirun --allow-run-as-root\n"
+    "                          on the CPU; on the GPU, one GPU per rank, see --allreduce);\n"
+    "                          rank 0 alone prints, logs and saves.\n"
+    "                          As root: mpirun --allow-run-as-root\n"
+    "  --allreduce auto|p2p|nccl  GPU ranks: sum the gradients with the hand-written\n"
+    "                          all-reduce that reads the other GPUs' memory (p2p: one\n"
+    "                          host, peer access), or NCCL's (default: auto, p2p where\n"
+    "                          it can run, else NCCL)\n"
     "\n";
 
 static const char USAGE_DATA_AND_TRAINING[] =
@@ -99,7 +104,7 @@ static const char USAGE_DATA_AND_TRAINING[] =
 enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
     OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_SEED,
-    OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
+    OPT_ALLREDUCE, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -119,6 +124,7 @@ static const struct option LONG_OPTIONS[] = {
     {"lr", required_argument, NULL, OPT_LR},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
     {"seed", required_argument, NULL, OPT_SEED},
+    {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
     {"profile", no_argument, NULL, OPT_PROFILE},
     {"json", no_argument, NULL, OPT_JSON},
     {"log", required_argument, NULL, OPT_LOG},
@@ -231,6 +237,7 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
     static const char *const on_off[] = {"on", "off", NULL};
     static const char *const datasets[] = {"mnist", "fashion", NULL};
     static const char *const optimizers[] = {"sgd", "adam", NULL};
+    static const char *const allreduce_choices[] = {"auto", "p2p", "nccl", NULL};
     switch (code) {
     case OPT_DEVICE: o->device = arg; return one_of("--device", arg, devices);
     case OPT_IMPL: o->impl = arg; return one_of("--impl", arg, impls);
@@ -263,6 +270,11 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
         return parse_float("--lr", arg, 1e-12, 1e6, &o->optimizer.lr);
     case OPT_MOMENTUM: return parse_float("--momentum", arg, 0.0, 0.999999, &o->optimizer.momentum);
     case OPT_SEED: return parse_seed(arg, &o->seed);
+    case OPT_ALLREDUCE:
+        o->allreduce = strcmp(arg, "p2p") == 0    ? ALLREDUCE_P2P
+                       : strcmp(arg, "nccl") == 0 ? ALLREDUCE_NCCL
+                                                  : ALLREDUCE_AUTO;
+        return one_of("--allreduce", arg, allreduce_choices);
     case OPT_PROFILE: o->profile = true; return true;
     case OPT_JSON: o->json = true; return true;
     case OPT_LOG: o->log_path = arg; return true;
@@ -308,6 +320,9 @@ static bool check_consistency(cli_options *o, bool pinned) {
     if (o->graph_given && o->graph && o->feed.placement != DATA_RESIDENT)
         return usage_error("--graph on cannot replay steps that copy each batch from the host: "
                            "use --data device, or --graph off");
+    if (o->allreduce != ALLREDUCE_AUTO && o->device && strcmp(o->device, "cpu") == 0)
+        return usage_error("--allreduce chooses how GPU ranks sum their gradients; the CPU's "
+                           "ranks use MPI_Allreduce");
     if (o->eval_only && !o->load_path)
         return usage_error("--eval needs --load FILE: there is nothing to evaluate");
     if (o->eval_only && (o->save_path || o->log_path))

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "app/backend_select.h"
 #include "core/backend.h"
 #include "core/model.h"
 #include "core/optimizer.h"
@@ -28,6 +29,7 @@ typedef struct {
     bool graph;            /* record steps as CUDA graphs where possible */
     bool graph_given;
     gemm_precision precision; /* of the GEMMs' products; FP32 unless --precision */
+    allreduce_choice allreduce; /* GPU ranks' all-reduce; auto unless --allreduce */
     bool profile, json, quiet, eval_only;
     const char *log_path, *save_path, *load_path;
 } cli_options;

@@ -313,7 +313,7 @@ static bool load_and_set_up(run_state *s, char *err) {
 }
 
 static bool start_trainer(run_state *s, char *err) {
-    if (!backend_join_ranks(s->be, err, ERR_SIZE) || !check_device_memory(s, err)) return false;
+    if (!backend_join_ranks(s->be, s->options.allreduce, err, ERR_SIZE) || !check_device_memory(s, err)) return false;
     train_config config = {
         .batch = s->options.batch,
         .seed = s->options.seed,

@@ -117,6 +117,15 @@ void distributed_broadcast(void *data, size_t bytes) {
     }
 }
 
+void distributed_all_gather(const void *mine, void *all, size_t bytes) {
+    if (bytes > INT_MAX) {
+        fprintf(stderr, "mlp_train: internal error: an all-gather of %zu bytes a rank\n", bytes);
+        exit(1);
+    }
+    check_mpi(MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD),
+              "MPI_Allgather");
+}
+
 int distributed_finish(int status) {
     if (!world.launched) return status;
     fflush(stdout);
@@ -164,6 +173,10 @@ void distributed_sum(float *data, size_t n) {
 void distributed_broadcast(void *data, size_t bytes) {
     (void)data;
     (void)bytes; /* one rank: it has rank 0's data */
+}
+
+void distributed_all_gather(const void *mine, void *all, size_t bytes) {
+    memcpy(all, mine, bytes); /* one rank */
 }
 
 int distributed_finish(int status) { return status; }

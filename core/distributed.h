@@ -41,6 +41,10 @@ void distributed_sum(float *data, size_t n);
 /* bytes of data from rank 0 to every rank (MPI_Bcast). */
 void distributed_broadcast(void *data, size_t bytes);
 
+/* Every rank's `bytes` of mine, in rank order, into all (ranks × bytes) on every rank
+ * (MPI_Allgather; bytes at most INT_MAX). */
+void distributed_all_gather(const void *mine, void *all, size_t bytes);
+
 /* The end of the process, returning the exit status for main. Status 0, or 2 (a usage error, the
  * same on every rank, since every rank parses the same command line): MPI_Finalize. Any other
  * status: the message has been printed; MPI_Abort ends every rank with this status. */

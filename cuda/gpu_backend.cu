@@ -21,6 +21,9 @@
 #ifdef MLP_HAVE_NCCL
 #include "cuda/gpu_nccl.h"
 #endif
+#ifdef MLP_HAVE_MPI
+#include "cuda/gpu_p2p.h"
+#endif
 
 namespace {
 
@@ -124,11 +127,21 @@ void upload(backend *be, void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
+/* After a wait for the device: an all-reduce that gave up on a rank ends the process. */
+void check_ranks(gpu_state *gpu) {
+#ifdef MLP_HAVE_MPI
+    gpu_p2p_check(gpu->p2p);
+#else
+    (void)gpu;
+#endif
+}
+
 void download(backend *be, void *dst, const void *src, size_t bytes) {
     gpu_join_side_streams(gpu_of(be));
     cudaStream_t stream = gpu_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
+    check_ranks(gpu_of(be));
 }
 
 void *pinned_alloc(backend *be, size_t bytes) {
@@ -157,6 +170,7 @@ void download_queued(backend *be, void *dst, const void *src, size_t bytes) {
 void synchronize(backend *be) {
     gpu_join_side_streams(gpu_of(be));
     CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->stream));
+    check_ranks(gpu_of(be));
 }
 
 size_t memory_available(backend *be) {
@@ -317,6 +331,9 @@ void destroy(backend *be) {
     CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
 #ifdef MLP_HAVE_NCCL
     if (gpu->nccl) gpu_nccl_leave(gpu->nccl);
+#endif
+#ifdef MLP_HAVE_MPI
+    if (gpu->p2p) gpu_p2p_leave(gpu->p2p);
 #endif
     if (gpu->fused) fused_pass_destroy(gpu->fused);
     if (gpu->cublas) cublas_gemm_handle_destroy(gpu->cublas);

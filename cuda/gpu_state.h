@@ -36,7 +36,8 @@ struct gpu_state {
     float *output_layer_scratch;
     size_t output_layer_scratch_floats;
     struct fused_pass *fused;           /* fused implementation only (fused_pass.cu) */
-    struct gpu_nccl *nccl;              /* under mpirun: the ranks' communicator (gpu_nccl.cu) */
+    struct gpu_nccl *nccl;              /* under mpirun: the ranks' communicator (gpu_nccl.cu)... */
+    struct gpu_p2p *p2p;                /* ...or the p2p all-reduce's buffers (gpu_p2p.cu) */
 };
 
 inline gpu_state *gpu_of(backend *be) { return static_cast<gpu_state *>(be->state); }

@@ -58,6 +58,9 @@ expect 2 '--precision tf32 needs the GPU.*CPU implementations multiply in FP32 o
     "$mlp_train" --precision tf32 --device cpu --impl tiled
 expect 2 '--precision tf32 applies to --impl tiled, blas and fused' -- \
     "$mlp_train" --device gpu --impl naive --precision tf32
+expect 2 '--allreduce chooses how GPU ranks sum.*MPI_Allreduce' -- \
+    "$mlp_train" --device cpu --allreduce p2p
+expect 2 "--allreduce: unknown value 'ring'" -- "$mlp_train" --allreduce ring
 
 # needs_gpu PATTERN -- COMMAND...: without a GPU, a runtime error (exit 1) whose message matches
 # PATTERN; where a GPU is present the run simply works (exit 0)

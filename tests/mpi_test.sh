@@ -5,8 +5,13 @@
 #          test_distributed on 1, 2 and 4 ranks: parameters after one step and after an epoch
 #          equal one rank's; then a rank that exits mid-job must end the job, not hang it
 #        mpi_test.sh parameters-gpu TEST_DISTRIBUTED
-#          the same on the GPU (NCCL), one rank per GPU: 1, 2, 4... ranks as the GPUs allow;
-#          skips (77) without a GPU
+#          the same on the GPU, one rank per GPU: 1, 2, 4... ranks as the GPUs allow, with the
+#          p2p all-reduce and NCCL's, compared with each other; on 2 GPUs or more, a rank that
+#          stops calling the p2p all-reduce must end the job; skips (77) without a GPU
+#        mpi_test.sh training-gpu MLP_TRAIN DATA_DIR
+#          2 GPUs: mlp_train on MNIST, 2 epochs at batch 512, 2 ranks with --allreduce p2p and
+#          nccl: the same bits (on 2 ranks both sum a + b), within 0.2 points of one GPU; a rank
+#          killed mid-run on the p2p path ends the job; skips (77) with fewer than 2 GPUs
 #        mpi_test.sh training MLP_TRAIN DATA_DIR
 #          mlp_train on MNIST, 2 epochs at batch 512: mpirun -np 1 gives the bits of a run
 #          without mpirun, 2 and 4 ranks a test accuracy within 0.2 points of it; --save on 4
@@ -61,11 +66,43 @@ parameters() {
 
 parameters-gpu() {
     local gpus ranks=() n
-    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    gpus=$(gpu_count)
     [ "$gpus" -gt 0 ] || { echo "skipped: no GPU"; exit 77; }
-    [ -z "${CUDA_VISIBLE_DEVICES:-}" ] || gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
     for n in 1 2 4 8; do [ "$n" -le "$gpus" ] && ranks+=("$n"); done
     run_test_distributed "$1" gpu "${ranks[@]}"
+    [ "$gpus" -ge 2 ] || return 0
+    ends_with_message 60 'rank 0 of 2: the p2p all-reduce waited 2 s for rank 1' -- \
+        "${launch[@]}" -np 2 "$1" stall 1
+}
+
+gpu_count() {
+    local gpus
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+    [ -z "${CUDA_VISIBLE_DEVICES:-}" ] || gpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
+    echo "$gpus"
+}
+
+training-gpu() {
+    local mlp_train=$1 data=$2 allreduce accuracy alone
+    [ "$(gpu_count)" -ge 2 ] || { echo "skipped: fewer than 2 GPUs"; exit 77; }
+    local run=(--device gpu --impl tiled --data "$data" --epochs 2 --batch 512 --quiet --json)
+    "$mlp_train" "${run[@]}" >"$work/alone.json" 2>"$work/err" || { fail "alone: $(tail -3 "$work/err")"; return; }
+    alone=$(grep -o '"test_accuracy": [0-9.e+-]*' "$work/alone.json" | tail -n 1 | cut -d' ' -f2)
+    for allreduce in p2p nccl; do
+        timeout 300 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np 2 "$mlp_train" "${run[@]}" \
+            --allreduce $allreduce --save "$work/$allreduce.ckpt" >"$work/$allreduce.json" 2>"$work/err" ||
+            { fail "2 ranks, --allreduce $allreduce: $(tail -3 "$work/err")"; continue; }
+        accuracy=$(grep -o '"test_accuracy": [0-9.e+-]*' "$work/$allreduce.json" | tail -n 1 | cut -d' ' -f2)
+        echo "2 ranks, --allreduce $allreduce: test accuracy $accuracy (alone $alone), $(grep -o '"all_reduce": "[^"]*"' "$work/$allreduce.json")"
+        awk -v a="$accuracy" -v b="$alone" 'BEGIN { d = a - b; exit !(d <= 0.002 && d >= -0.002) }' ||
+            fail "2 ranks, --allreduce $allreduce: test accuracy $accuracy, alone $alone: more than 0.2 points apart"
+    done
+    cmp -s "$work/p2p.ckpt" "$work/nccl.ckpt" && echo "p2p and NCCL trained the same bits" ||
+        fail "2 ranks: --allreduce p2p and nccl trained different bits"
+    # rank 1 is killed mid-run, rank 0 waiting for it in the p2p all-reduce
+    ends_with_message 120 'signal 9|killed|Killed' -- "${launch[@]}" -np 2 sh -c \
+        '"$@" & if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 4; kill -9 $!; fi; wait $!' sh \
+        "$mlp_train" "${run[@]}" --allreduce p2p --epochs 5000
 }
 
 training() {

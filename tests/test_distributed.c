@@ -5,17 +5,30 @@
  * than N included (some ranks then have no rows), with SGD and Adam, for two implementations (on
  * the GPU each with steps queued directly and recorded as CUDA graphs, the all-reduce inside).
  * With one rank they must agree to the bit, and every rank must hold the same bits as rank 0.
+ * On the GPU this runs with each all-reduce (the p2p one where the GPUs can read each other's
+ * memory, NCCL's where built), and the two all-reduces are compared on their own: on sizes from
+ * 1 float to past the two-shot threshold, queued and recorded (replayed with new data), each must
+ * give the float sum in rank order of every rank's data (p2p: to the bit; NCCL: to the bit on 2
+ * ranks, where the order does not matter, within float summation error on more).
  *
  * Usage: test_distributed [cpu|gpu]   (gpu: one GPU per rank; exits 77 without a GPU)
+ *        test_distributed allreduce   the GPU all-reduces against each other only (for
+ *                                     compute-sanitizer: no training)
  *        test_distributed exit RANK   that rank exits with status 1 while the others wait in an
- *                                     all-reduce: distributed.c's exit hook must end the job */
+ *                                     all-reduce: distributed.c's exit hook must end the job
+ *        test_distributed stall RANK  GPU, p2p all-reduce, MLP_P2P_TIMEOUT_S=2: that rank stops
+ *                                     calling the all-reduce; the others must give up on it and
+ *                                     end the job with a message */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/backend_select.h"
 #include "check.h"
 #include "cpu/cpu_backend.h"
 #include "core/distributed.h"
+#include "core/rng.h"
 #include "model_checks.h"
 
 /* The ranks add their shares' gradients where one rank adds all rows at once: a different order
@@ -74,10 +87,12 @@ static bool same_as_rank_0(const float *params, size_t count) {
     return same;
 }
 
-static backend *create(const char *device, const char *impl, bool joined) {
+static const char *const allreduce_names[] = {"auto", "nccl", "p2p"};
+
+static backend *create(const char *device, const char *impl, bool joined, allreduce_choice choice) {
     char err[256];
     backend *be = backend_create(device, impl, PRECISION_FP32, err, sizeof err);
-    if (!be || (joined && !backend_join_ranks(be, err, sizeof err))) {
+    if (!be || (joined && !backend_join_ranks(be, choice, err, sizeof err))) {
         fprintf(stderr, "test_distributed: %s\n", err);
         exit(1);
     }
@@ -98,8 +113,9 @@ static void check_case(backend *alone, backend *joined, const case_spec *c) {
     float *shared = train(joined, c, &m, 0, NULL);
     double difference = relative_difference(shared, reference, n), bound = bound_for(c);
     char what[160];
-    snprintf(what, sizeof what, "%s %s%s, %s, %d samples (%s)", c->device, c->impl,
-             c->record_steps ? " recorded" : "", optimizer_name(c->optimizer), c->samples,
+    snprintf(what, sizeof what, "%s %s%s (%s), %s, %d samples (%s)", c->device, c->impl,
+             c->record_steps ? " recorded" : "", joined->all_reduce_name,
+             optimizer_name(c->optimizer), c->samples,
              c->samples == BATCH ? "one step" : "one epoch");
     CHECK(m == n && difference <= bound,
           "rank %d of %d, %s: parameters differ from one rank's by %.3g (bound %.0e)", rank, ranks,
@@ -111,8 +127,10 @@ static void check_case(backend *alone, backend *joined, const case_spec *c) {
     free(shared);
 }
 
-static void check_implementation(const char *device, const char *impl, uint64_t seed) {
-    backend *alone = create(device, impl, false), *joined = create(device, impl, true);
+static void check_implementation(const char *device, const char *impl, uint64_t seed,
+                                 allreduce_choice choice) {
+    backend *alone = create(device, impl, false, choice);
+    backend *joined = create(device, impl, true, choice);
     /* one step; 3 full batches and 7 rows; 3 full batches and 1 row (fewer rows than ranks) */
     const int samples[] = {BATCH, 3 * BATCH + 7, 3 * BATCH + 1};
     bool can_record = alone->record_begin != NULL;
@@ -125,6 +143,123 @@ static void check_implementation(const char *device, const char *impl, uint64_t 
     check_learns(joined, device, impl, seed);
     alone->destroy(alone);
     joined->destroy(joined);
+}
+
+/* Rank r's data for an all-reduce of n floats, the rep-th time: uniform in [-1, 1). */
+static void fill(float *x, size_t n, uint64_t seed, int rank, int rep) {
+    rng r = rng_create(seed, 7000u + 100u * (uint64_t)rep + (uint64_t)rank);
+    for (size_t i = 0; i < n; i++) x[i] = rng_uniform_range(&r, -1.0f, 1.0f);
+}
+
+/* What an all-reduce must give: the float sum in rank order (exact), and in double (its bound). */
+static void expected_sum(float *sum, double *exact, size_t n, uint64_t seed, int rep) {
+    float *x = malloc(n * sizeof(float));
+    for (int r = 0; r < distributed_ranks(); r++) {
+        fill(x, n, seed, r, rep);
+        for (size_t i = 0; i < n; i++) {
+            sum[i] = r == 0 ? x[i] : sum[i] + x[i];
+            exact[i] = r == 0 ? x[i] : exact[i] + x[i];
+        }
+    }
+    free(x);
+}
+
+/* The all-reduce of be on n floats, queued (rep 0) or replayed from a recording (reps 1..3),
+ * against the sum in rank order. */
+static void check_all_reduce_of(backend *be, size_t n, uint64_t seed, bool exact_order) {
+    float *device = be->alloc(be, n * sizeof(float));
+    float *x = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    double *exact = malloc(n * sizeof(double));
+    recording *recorded = NULL;
+    for (int rep = 0; rep < 4; rep++) {
+        fill(x, n, seed, distributed_rank(), rep);
+        be->upload(be, device, x, n * sizeof(float));
+        if (rep == 0) {
+            be->all_reduce_sum(be, device, n);
+        } else {
+            if (!recorded) {
+                be->record_begin(be);
+                be->all_reduce_sum(be, device, n);
+                recorded = be->record_end(be);
+            }
+            be->replay(be, recorded);
+        }
+        for (size_t i = 0; i < n; i++) x[i] = NAN;
+        be->download(be, x, device, n * sizeof(float));
+        expected_sum(want, exact, n, seed, rep);
+        size_t differing = 0, first = n;
+        double worst = 0.0;
+        for (size_t i = 0; i < n; i++) {
+            if (memcmp(&x[i], &want[i], sizeof(float)) != 0 && differing++ == 0) first = i;
+            double error = fabs(x[i] - exact[i]) / (fabs(exact[i]) + 1e-3);
+            if (!(error <= worst)) worst = error; /* NaN too */
+        }
+        const char *how = rep == 0 ? "queued" : "replayed";
+        if (exact_order)
+            CHECK(differing == 0,
+                  "rank %d of %d, %s, %zu floats, %s: %zu differ from the sum in rank order, the "
+                  "first at %zu (%.9g, wanted %.9g)",
+                  distributed_rank(), distributed_ranks(), be->all_reduce_name, n, how, differing,
+                  first, first < n ? x[first] : 0.0, first < n ? want[first] : 0.0);
+        /* the sum of R floats of magnitude up to 1, in float: error up to R units of 2^-24 */
+        double bound = distributed_ranks() * 6e-8 * 4;
+        CHECK(worst <= bound, "rank %d of %d, %s, %zu floats, %s: error %.3g over %.1e",
+              distributed_rank(), distributed_ranks(), be->all_reduce_name, n, how, worst, bound);
+    }
+    if (distributed_rank() == 0)
+        printf("%d ranks, %s, %zu floats: queued and 3 replays match the sum in rank order%s\n",
+               distributed_ranks(), be->all_reduce_name, n, exact_order ? ", bit for bit" : "");
+    be->recording_destroy(be, recorded);
+    be->release(be, device);
+    free(x);
+    free(want);
+    free(exact);
+}
+
+/* Each GPU all-reduce on odd sizes, largest first (the p2p one sizes its buffers at its first
+ * call): one float, past the vector width, a gradient's size, past the two-shot threshold. */
+static void check_all_reduces(uint64_t seed) {
+    const size_t sizes[] = {1000003, 262147, 203530, 1001, 17, 2, 1};
+    for (int c = ALLREDUCE_NCCL; c <= ALLREDUCE_P2P; c++) {
+#ifndef MLP_HAVE_NCCL
+        if (c == ALLREDUCE_NCCL) continue;
+#endif
+        char err[256];
+        backend *be = backend_create("gpu", "tiled", PRECISION_FP32, err, sizeof err);
+        if (!backend_join_ranks(be, (allreduce_choice)c, err, sizeof err)) {
+            if (distributed_rank() == 0) printf("not tested: %s\n", err);
+            be->destroy(be);
+            continue;
+        }
+        /* NCCL's order is its own: the same as rank order on 2 ranks, where a + b == b + a */
+        bool exact_order = c == ALLREDUCE_P2P || distributed_ranks() <= 2;
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+            check_all_reduce_of(be, sizes[i], seed + i, exact_order);
+        be->destroy(be);
+    }
+}
+
+/* A rank stops taking part in the p2p all-reduce (it sleeps): the others must give up on it
+ * after MLP_P2P_TIMEOUT_S (2 s here) and end the job with a message. */
+static int stall_on_rank(int stalling) {
+    setenv("MLP_P2P_TIMEOUT_S", "2", 1);
+    char err[256];
+    backend *be = backend_create("gpu", "tiled", PRECISION_FP32, err, sizeof err);
+    if (!be || !backend_join_ranks(be, ALLREDUCE_P2P, err, sizeof err)) {
+        fprintf(stderr, "test_distributed: %s\n", err);
+        return distributed_finish(1);
+    }
+    float *x = be->alloc(be, 1000 * sizeof(float));
+    be->all_reduce_sum(be, x, 1000); /* sets up: every rank */
+    be->synchronize(be);
+    if (distributed_rank() == stalling) {
+        fprintf(stderr, "test_distributed: rank %d stops, on purpose\n", stalling);
+        sleep(300);
+    }
+    be->all_reduce_sum(be, x, 1000);
+    be->synchronize(be); /* exits here, with the message */
+    fprintf(stderr, "test_distributed: FAIL: the all-reduce completed without rank %d\n", stalling);
+    return distributed_finish(1);
 }
 
 /* One rank leaves with an error while the others wait for it in an all-reduce. */
@@ -142,7 +277,9 @@ static int exit_on_rank(int failing) {
 int main(int argc, char **argv) {
     distributed_start(&argc, &argv);
     if (argc == 3 && strcmp(argv[1], "exit") == 0) return exit_on_rank(atoi(argv[2]));
-    const char *device = argc > 1 ? argv[1] : "cpu";
+    if (argc == 3 && strcmp(argv[1], "stall") == 0) return stall_on_rank(atoi(argv[2]));
+    bool all_reduces_only = argc > 1 && strcmp(argv[1], "allreduce") == 0;
+    const char *device = all_reduces_only ? "gpu" : argc > 1 ? argv[1] : "cpu";
     char why[256] = "run it under mpirun (mpi_test.sh does)";
     device_presence gpu = strcmp(device, "gpu") == 0 ? gpu_presence(why, sizeof why) : DEVICE_PRESENT;
     if (gpu == DEVICE_BROKEN) {
@@ -157,8 +294,22 @@ int main(int argc, char **argv) {
     cpu_set_threads(1, "tiled");
     uint64_t seed = distributed_rank() == 0 ? test_seed("test_distributed") : 0;
     distributed_broadcast(&seed, sizeof seed); /* every rank trains on the same data */
-    check_implementation(device, "blas", seed);
-    check_implementation(device, "tiled", seed);
+    if (all_reduces_only) {
+        check_all_reduces(seed);
+    } else if (strcmp(device, "gpu") == 0) {
+        check_all_reduces(seed);
+        for (int c = ALLREDUCE_AUTO; c <= ALLREDUCE_NCCL; c++) { /* auto: p2p where it can run */
+#ifndef MLP_HAVE_NCCL
+            if (c == ALLREDUCE_NCCL) continue;
+#endif
+            if (distributed_rank() == 0) printf("--allreduce %s\n", allreduce_names[c]);
+            check_implementation(device, "blas", seed, (allreduce_choice)c);
+            check_implementation(device, "tiled", seed, (allreduce_choice)c);
+        }
+    } else {
+        check_implementation(device, "blas", seed, ALLREDUCE_AUTO);
+        check_implementation(device, "tiled", seed, ALLREDUCE_AUTO);
+    }
     /* The verdict, the same on every rank: the failures summed over the ranks. Agreed on, it
      * needs no MPI_Abort: every rank finishes cleanly, then exits with it. */
     float failures = (float)test_failures;

@@ -53,15 +53,19 @@
 #             as tables (mpi_cpu.md); then the single-GPU NCCL proof: test_distributed gpu on one
 #             rank, and mpirun -np 1 --device gpu (NCCL all-reduce in every step, in the CUDA
 #             graph) against the same run without mpirun, every GPU implementation (mpi_gpu.md)
-#   multigpu  (issue 10; 2 GPUs or more) test_distributed gpu on 1 and 2 ranks (parameters
-#             against one GPU's); then 1 and 2 ranks, one GPU each, every GPU implementation at
-#             global batch 512, 2048 and 8192, 2 epochs, with --profile for the all-reduce's time
-#             (multigpu_epochs.md, multigpu_allreduce.md), each run's test accuracy within 0.2
-#             points of one GPU's; then compute-sanitizer memcheck on a
-#             2-rank run. NCCL_NVLS_ENABLE=0 throughout
+#   multigpu  (2 GPUs or more) test_distributed gpu on 1 and 2 ranks (parameters against one
+#             GPU's, with the p2p all-reduce and NCCL's; the two all-reduces against each other;
+#             a stalled rank) and mpi_test.sh training-gpu (p2p and NCCL train the same bits; a
+#             killed rank); then one GPU and 2 ranks with --allreduce nccl and p2p, every GPU
+#             implementation at global batch 512, 2048 and 8192, 2 epochs, and with --profile for
+#             the all-reduce's time (multigpu_epochs.md, multigpu_allreduce.md), each run's test
+#             accuracy within 0.2 points of one GPU's; the p2p stage; compute-sanitizer memcheck on
+#             2-rank runs of each all-reduce, racecheck on p2p. NCCL_NVLS_ENABLE=0 throughout
 #   plans     the pipelined GEMM's layer-1 products (batch 16 to 2048) with each tile and
 #             split-K count forced (mlp_bench --plan) against its own choice (plans.md)
-#   nccl      (2 GPUs; also run by multigpu) tiled on 2 ranks at batch 512 and 8192 with each of
+#   p2p       (2 GPUs; also run by multigpu) tiled on 2 ranks at batch 512, 2048 and 8192: the
+#             p2p all-reduce one-shot and two-shot against NCCL, --profile (multigpu_p2p.md)
+#   nccl      (2 GPUs) tiled on 2 ranks at batch 512 and 8192 with each of
 #             NCCL's protocols (NCCL_PROTO), the all-reduce's time from --profile (multigpu_nccl.md)
 #   study     tools/study.sh, the parallel-computing study, on this build: docs/study (REPORT.md,
 #             PNGs, results.json) regenerated here and copied into out/study
@@ -89,7 +93,9 @@ stage_build() {
 # Every test must run here: on a machine with a GPU a skipped test (exit 77) means a GPU test
 # that found no GPU, and fails the stage.
 stage_test() {
-    ctest --test-dir "$build" --output-on-failure -j 4 "$@" >"$out/ctest.log" 2>&1
+    local one_gpu=()
+    [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ] || one_gpu=(-LE multigpu) # they skip
+    ctest --test-dir "$build" --output-on-failure -j 4 "${one_gpu[@]}" "$@" >"$out/ctest.log" 2>&1
     local status=$?
     grep -E 'Test +#|tests passed|FAIL|Skipped|Not Run' "$out/ctest.log" | sed 's/  */ /g'
     [ $status -eq 0 ] || grep -B2 -A12 -E 'FAIL|\*\*\*Failed' "$out/ctest.log" | head -80
@@ -597,43 +603,89 @@ stage_mpi() {
 }
 
 stage_multigpu() ( # a subshell: its environment stays its own
-    local gpus status=0 impl batch ranks s
+    local gpus status=0 impl batch allreduce s
     gpus=$(nvidia-smi -L | wc -l)
     [ "$gpus" -ge 2 ] || { echo "multigpu: $gpus GPU found; this stage needs 2"; return 1; }
     command -v mpirun >/dev/null || { echo "multigpu: no mpirun"; return 1; }
     export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=0,1
     rm -f "$out"/multigpu_*.json
-    # the parameters on 1 and 2 GPUs against one lone GPU's, queued and recorded steps
+    # the parameters on 1 and 2 GPUs against one lone GPU's, queued and recorded steps, with each
+    # all-reduce; the all-reduces against each other; a rank that stalls the p2p all-reduce
     tests/mpi_test.sh parameters-gpu "$build/test_distributed" >"$out/multigpu_parameters.log" 2>&1 || status=1
-    grep -E '^2 ranks.*one step|FAIL|passed' "$out/multigpu_parameters.log" | head -12
-    for impl in naive tiled blas fused; do
+    grep -E '^2 ranks.*(one step|floats)|FAIL|passed|ends in' "$out/multigpu_parameters.log" | head -30
+    # p2p and NCCL train the same bits; a killed rank ends a p2p job
+    tests/mpi_test.sh training-gpu "$mlp" "$data" 2>&1 | tee "$out/multigpu_training.log" | tail -6
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    for impl in tiled blas fused naive; do
         for batch in 512 2048 8192; do
             scaling_run "multigpu_${impl}_${batch}_alone" "$mlp" --device gpu --impl $impl --batch $batch || status=1
-            for ranks in 1 2; do
-                scaling_run "multigpu_${impl}_${batch}_$ranks" "${mpirun_command[@]}" -np $ranks \
-                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch || status=1
-                scaling_run "multigpu_${impl}_${batch}_${ranks}_profile" "${mpirun_command[@]}" -np $ranks \
-                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch --profile || status=1
+            # one GPU at half the batch: twice a rank's steps, each as much work as a rank's
+            scaling_run "multigpu_half_${impl}_$((batch / 2))_alone" "$mlp" --device gpu --impl $impl \
+                --batch $((batch / 2)) || status=1
+            for allreduce in nccl p2p; do
+                scaling_run "multigpu_${impl}_${batch}_2_$allreduce" "${mpirun_command[@]}" -np 2 \
+                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch --allreduce $allreduce || status=1
+                [ $impl = naive ] && continue
+                scaling_run "multigpu_${impl}_${batch}_2_${allreduce}_profile" "${mpirun_command[@]}" -np 2 \
+                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch --allreduce $allreduce --profile || status=1
             done
         done
     done
     # shellcheck disable=SC2046
     # correctness: each run's test accuracy within 0.2 points of one GPU's, same seed
     ACCURACY_WITHIN=0.2 scaling_table "epoch times: without --profile" "$out/multigpu_epochs.md" \
-        $(ls "$out"/multigpu_*.json | grep -v _profile) || status=1
+        $(ls "$out"/multigpu_*.json | grep -v -e _profile -e _half_) || status=1
+    scaling_table "one GPU at half the batch (a rank's steps: 2 ranks cannot beat half its epoch)" \
+        "$out/multigpu_half.md" "$out"/multigpu_half_*.json || status=1
     scaling_table "the all-reduce's time: with --profile (the step in three CUDA graphs)" \
         "$out/multigpu_allreduce.md" "$out"/multigpu_*_profile.json || status=1
+    stage_p2p || status=1
     # API errors are not reported: NCCL's set-up asks for the attributes of kernels it has no
     # image for on this GPU and carries on (4 cudaErrorNoKernelImageForDevice a rank, inside
     # ncclCommInitRank); mlp_train checks every CUDA call it makes itself and stops on a failure.
-    stage_nccl || status=1
-    "${mpirun_command[@]}" -np 2 -x NCCL_NVLS_ENABLE compute-sanitizer --tool memcheck --error-exitcode 99 \
-        --report-api-errors no \
-        "$mlp" --device gpu --impl tiled --data "$data" --epochs 1 --batch 1000 --quiet \
-        >"$out/multigpu_sanitize.log" 2>&1
-    s=$?
-    echo "compute-sanitizer memcheck, mpirun -np 2 --impl tiled: exit $s; $(grep 'ERROR SUMMARY' "$out/multigpu_sanitize.log" | sort | uniq -c | tr '\n' ' ')"
+    for allreduce in nccl p2p; do
+        "${mpirun_command[@]}" -np 2 -x NCCL_NVLS_ENABLE compute-sanitizer --tool memcheck --error-exitcode 99 \
+            --report-api-errors no "$mlp" --device gpu --impl tiled --data "$data" --epochs 1 --batch 1000 \
+            --quiet --allreduce $allreduce >"$out/multigpu_sanitize_$allreduce.log" 2>&1
+        s=$?
+        echo "compute-sanitizer memcheck, mpirun -np 2 --impl tiled --allreduce $allreduce: exit $s; $(grep 'ERROR SUMMARY' "$out/multigpu_sanitize_$allreduce.log" | sort | uniq -c | tr '\n' ' ')"
+        [ $s -eq 0 ] || status=1
+    done
+    # the all-reduces alone (test_distributed allreduce: no training kernels, which the
+    # sanitize stage covers), racecheck and memcheck; waits without a timeout (sanitized
+    # kernels run far slower on one rank than on the other)
+    for tool in racecheck memcheck; do
+        "${mpirun_command[@]}" -np 2 -x NCCL_NVLS_ENABLE -x MLP_P2P_TIMEOUT_S=0 compute-sanitizer --tool $tool \
+            --error-exitcode 99 --report-api-errors no "$build/test_distributed" allreduce \
+            >"$out/multigpu_${tool}_allreduce.log" 2>&1
+        s=$?
+        echo "compute-sanitizer $tool, mpirun -np 2 test_distributed allreduce: exit $s; $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/multigpu_${tool}_allreduce.log" | sort | uniq -c | tr '\n' ' ')"
+        [ $s -eq 0 ] || status=1
+    done
     [ $s -eq 0 ] || status=1
+    return $status
+)
+
+stage_p2p() ( # 2 GPUs: tiled on 2 ranks, the p2p all-reduce one-shot and two-shot against NCCL
+    local status=0 batch variant runs=()
+    export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=0,1
+    rm -f "$out"/p2p_*.json
+    for batch in 512 2048 8192; do
+        for variant in nccl one-shot two-shot; do
+            local environment=(-x NCCL_NVLS_ENABLE) allreduce=p2p
+            case $variant in
+            nccl) allreduce=nccl ;;
+            one-shot) environment+=(-x MLP_P2P_TWO_SHOT_FROM=1e15) ;;
+            two-shot) environment+=(-x MLP_P2P_TWO_SHOT_FROM=0) ;;
+            esac
+            scaling_run "p2p_${variant}_$batch" "${mpirun_command[@]}" -np 2 "${environment[@]}" "$mlp" \
+                --device gpu --impl tiled --batch $batch --allreduce $allreduce --profile || status=1
+            runs+=("$variant=$out/p2p_${variant}_$batch.json")
+        done
+    done
+    python3 tools/tables/allreduce_table.py --title "tiled, 2 GPUs: the all-reduce of the 814 KB gradient" \
+        --setting all-reduce "${runs[@]}" >"$out/multigpu_p2p.md" || status=1
+    cat "$out/multigpu_p2p.md"
     return $status
 )
 

@@ -93,4 +93,34 @@ typedef struct {
 void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows, int features,
                           float scale, float shift, float *x, uint8_t *y, unsigned max_blocks);
 
+/* p2p_all_reduce.cu: data[0..n) = its sum over the ranks, in rank order, on GPUs that read each
+ * other's memory (cuda/gpu_p2p.cu maps the buffers and flags below into every rank). Each rank
+ * has two staging buffers (used in turn, call by call) that its peers read, and flags that its
+ * peers write: flags[src * P2P_BLOCKS + block] is the last mark block `block` of rank src
+ * reached. The launch's P2P_BLOCKS blocks meet their namesakes on the other ranks at each
+ * barrier; a wait longer than timeout_ns (0: none) gives up, and the kernel records who it
+ * waited for in *failure (host memory) and returns. One-shot: every rank reads all of every
+ * peer's data (one barrier). Two-shot: rank r sums chunk r of every rank (reduce-scatter), then
+ * copies the other ranks' summed chunks (all-gather): half the traffic of one-shot on 2 ranks,
+ * one barrier more. Every element is summed in rank order, once, so every rank holds its bits. */
+constexpr int P2P_MAX_RANKS = 8;
+constexpr int P2P_BLOCKS = 64;
+typedef struct {
+    int failed;          /* 0 until a wait times out */
+    int waited_for_rank; /* the rank that did not arrive */
+    unsigned long long mark;
+} p2p_failure;
+typedef struct {
+    float *data;
+    size_t n;
+    int rank, ranks;
+    bool two_shot;
+    const float *staging[P2P_MAX_RANKS][2]; /* every rank's (this one's own included) */
+    unsigned long long *flags[P2P_MAX_RANKS];
+    unsigned long long *generation; /* this rank's calls so far, one count per block */
+    unsigned long long timeout_ns;
+    p2p_failure *failure;
+} p2p_all_reduce_args;
+void gpu_p2p_all_reduce(cudaStream_t stream, const p2p_all_reduce_args &args);
+
 #endif

@@ -41,6 +41,7 @@ def load(path):
         "ranks": ranks,
         "threads": config["threads"],
         "launched": config.get("all_reduce") is not None,
+        "all_reduce": config.get("all_reduce"),
         "execution": config["execution"],
         "epoch_s": median,
         "images_per_s": config["train_images"] / median,
@@ -58,7 +59,8 @@ def resources(run):
 def label(run):
     if not run["launched"]:
         return "alone"
-    return f"mpirun -np {run['ranks']}"
+    how = run["all_reduce"].replace(" all-reduce", "").replace(" (CUDA IPC)", "")
+    return f"mpirun -np {run['ranks']}, {how}"
 
 
 def groups_of(runs):
@@ -66,7 +68,8 @@ def groups_of(runs):
     groups = {}
     for run in runs:
         groups.setdefault((run["device"], run["impl"], run["batch"]), []).append(run)
-    return [sorted(groups[key], key=lambda r: (resources(r), r["launched"], r["ranks"]))
+    return [sorted(groups[key], key=lambda r: (resources(r), r["launched"], r["ranks"],
+                                               r["all_reduce"] or ""))
             for key in sorted(groups)]
 
 

@@ -1,0 +1,177 @@
+/* The hand-written all-reduce of GPUs that read each other's memory (gpu_kernels.h has the
+ * contract; cuda/gpu_p2p.cu sets it up). One launch of P2P_BLOCKS blocks; block b of every rank
+ * handles the same elements and meets block b of the other ranks at each barrier, so no block
+ * waits for the whole grid. The data move in 16-byte units (4 floats) where the buffer allows.
+ *
+ * Per call, with g the call's number (the same on every block and rank) and s = staging[g % 2]:
+ *   one-shot:  s_mine = data;  barrier 2g;    data = sum over ranks k of s_k
+ *   two-shot:  s_mine = data, but for chunk r (this rank's);  barrier 2g;
+ *              chunk r of data (and of s_mine) = sum over ranks k of chunk r of s_k (own: data);
+ *              barrier 2g+1;  chunk k of data = chunk k of s_k, for every other rank k
+ * The rank's own contribution is read from data, the others' from their staging, in rank order.
+ *
+ * Why two staging buffers: a peer may still be reading s_mine when this rank's next call starts
+ * writing; the call after it cannot start writing s_mine again before every peer's block has
+ * reached this rank's previous barrier, which each does only after its previous call ended. */
+#include "libs/cuda_check.h"
+#include "cuda/kernels/dependent_launch.cuh"
+#include "cuda/kernels/gpu_kernels.h"
+
+namespace {
+
+constexpr int THREADS = 512;
+
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ void store_release(unsigned long long *flag, unsigned long long value) {
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(flag), "l"(value) : "memory");
+}
+
+__device__ __forceinline__ unsigned long long load_acquire(const unsigned long long *flag) {
+    unsigned long long value;
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(value) : "l"(flag) : "memory");
+    return value;
+}
+
+/* Block b tells every peer's block b that it reached `mark` (after this block's writes), then
+ * waits until each has told it the same. One thread per peer. False where a wait timed out. */
+__device__ bool barrier(const p2p_all_reduce_args &a, unsigned long long mark) {
+    __syncthreads();
+    bool timed_out = false;
+    int peer = threadIdx.x;
+    if (peer < a.ranks && peer != a.rank) {
+        __threadfence_system();
+        store_release(a.flags[peer] + a.rank * P2P_BLOCKS + blockIdx.x, mark);
+        const unsigned long long *arrived = a.flags[a.rank] + peer * P2P_BLOCKS + blockIdx.x;
+        unsigned long long start = global_timer_ns();
+        while (!timed_out && load_acquire(arrived) < mark)
+            if (a.timeout_ns && global_timer_ns() - start > a.timeout_ns) {
+                *a.failure = p2p_failure{1, peer, mark};
+                __threadfence_system();
+                timed_out = true;
+            }
+    }
+    return !__syncthreads_or(timed_out);
+}
+
+/* The elements of the data in units of WIDTH floats (the last unit possibly short), cut into
+ * `chunks` chunks, each cut into P2P_BLOCKS slices; [begin, end) is this block's slice of
+ * chunk k, in units. */
+template <int WIDTH> struct slicing {
+    size_t n, units, per_chunk, per_slice;
+
+    __device__ slicing(size_t n_, int chunks) : n(n_) {
+        units = (n + WIDTH - 1) / WIDTH;
+        per_chunk = (units + chunks - 1) / chunks;
+        per_slice = (per_chunk + P2P_BLOCKS - 1) / P2P_BLOCKS;
+    }
+    __device__ size_t begin(int k) const {
+        size_t b = k * per_chunk + blockIdx.x * per_slice;
+        return b < end_of_chunk(k) ? b : end_of_chunk(k);
+    }
+    __device__ size_t end(int k) const {
+        size_t e = k * per_chunk + (blockIdx.x + 1) * per_slice;
+        return e < end_of_chunk(k) ? e : end_of_chunk(k);
+    }
+    __device__ size_t end_of_chunk(int k) const {
+        size_t e = (k + 1) * per_chunk;
+        return e < units ? e : units;
+    }
+};
+
+/* A unit of WIDTH floats at float offset i: whole (vector load and store) or, the last unit,
+ * float by float up to n. */
+template <int WIDTH> struct unit {
+    float v[WIDTH];
+
+    __device__ static unit load(const float *p, size_t i, size_t n, bool from_peer) {
+        unit u;
+        if constexpr (WIDTH == 4) {
+            if (i + 4 <= n) {
+                const float4 *q = reinterpret_cast<const float4 *>(p + i);
+                float4 f = from_peer ? __ldcg(q) : *q;
+                u.v[0] = f.x, u.v[1] = f.y, u.v[2] = f.z, u.v[3] = f.w;
+                return u;
+            }
+        }
+        for (int j = 0; j < WIDTH; j++)
+            u.v[j] = i + j >= n ? 0.0f : from_peer ? __ldcg(p + i + j) : p[i + j];
+        return u;
+    }
+    __device__ void store(float *p, size_t i, size_t n) const {
+        if constexpr (WIDTH == 4) {
+            if (i + 4 <= n) {
+                *reinterpret_cast<float4 *>(p + i) = make_float4(v[0], v[1], v[2], v[3]);
+                return;
+            }
+        }
+        for (int j = 0; j < WIDTH && i + j < n; j++) p[i + j] = v[j];
+    }
+    __device__ void add(const unit &o) {
+        for (int j = 0; j < WIDTH; j++) v[j] += o.v[j];
+    }
+};
+
+/* dst[units of chunk k's slice] = src[same] */
+template <int WIDTH>
+__device__ void copy_slice(const slicing<WIDTH> &s, int k, const float *src, bool from_peer,
+                           float *dst) {
+    for (size_t u = s.begin(k) + threadIdx.x; u < s.end(k); u += THREADS) {
+        size_t i = u * WIDTH;
+        unit<WIDTH>::load(src, i, s.n, from_peer).store(dst, i, s.n);
+    }
+}
+
+/* data[chunk k's slice] = sum over ranks, in rank order (own from data); also into mine if not
+ * NULL (two-shot: the summed chunk the peers will copy). */
+template <int WIDTH>
+__device__ void sum_slice(const p2p_all_reduce_args &a, const slicing<WIDTH> &s, int k, int parity,
+                          float *mine) {
+    for (size_t u = s.begin(k) + threadIdx.x; u < s.end(k); u += THREADS) {
+        size_t i = u * WIDTH;
+        unit<WIDTH> total = unit<WIDTH>::load(a.rank == 0 ? a.data : a.staging[0][parity], i, s.n,
+                                              a.rank != 0);
+#pragma unroll /* constant indices: the pointers stay in the parameter space */
+        for (int r = 1; r < P2P_MAX_RANKS; r++)
+            if (r < a.ranks)
+                total.add(unit<WIDTH>::load(r == a.rank ? a.data : a.staging[r][parity], i, s.n,
+                                            r != a.rank));
+        total.store(a.data, i, s.n);
+        if (mine) total.store(mine, i, s.n);
+    }
+}
+
+template <int WIDTH> __global__ void __launch_bounds__(THREADS) p2p_all_reduce_kernel(p2p_all_reduce_args a) {
+    wait_for_previous_kernel();
+    unsigned long long call = a.generation[blockIdx.x] + 1;
+    int parity = int(call & 1);
+    float *mine = const_cast<float *>(a.staging[a.rank][parity]);
+    int chunks = a.two_shot ? a.ranks : 1;
+    slicing<WIDTH> s(a.n, chunks);
+    for (int k = 0; k < chunks; k++)
+        if (!a.two_shot || k != a.rank) copy_slice(s, k, a.data, false, mine);
+    if (!barrier(a, 2 * call)) return;
+    if (!a.two_shot) {
+        sum_slice(a, s, 0, parity, nullptr);
+    } else {
+        sum_slice(a, s, a.rank, parity, mine);
+        if (!barrier(a, 2 * call + 1)) return;
+        for (int k = 0; k < a.ranks; k++)
+            if (k != a.rank) copy_slice(s, k, a.staging[k][parity], true, a.data);
+    }
+    if (threadIdx.x == 0) a.generation[blockIdx.x] = call;
+}
+
+} // namespace
+
+void gpu_p2p_all_reduce(cudaStream_t stream, const p2p_all_reduce_args &args) {
+    bool aligned = reinterpret_cast<uintptr_t>(args.data) % 16 == 0;
+    if (aligned)
+        launch_dependent(p2p_all_reduce_kernel<4>, P2P_BLOCKS, THREADS, 0, stream, 1, args);
+    else
+        launch_dependent(p2p_all_reduce_kernel<1>, P2P_BLOCKS, THREADS, 0, stream, 1, args);
+}
