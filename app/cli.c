@@ -76,7 +76,21 @@ static const char USAGE_DATA_AND_TRAINING[] =
     "                          the batch (linearly above 64, by its square root below),\n"
     "                          at most 0.2; adam 0.001*sqrt(batch/64), at most 0.004)\n"
     "  --momentum X            SGD momentum (default: 0.9)\n"
+    "  --schedule constant|step|cosine|onecycle  the rate of each update, --lr at its\n"
+    "                          peak: step divides it by 10 at half the run and again at\n"
+    "                          3/4; cosine falls to 0 along a half cosine; onecycle falls\n"
+    "                          to 0 in a line (default: constant; a run resumed with\n"
+    "                          --load continues its checkpoint's schedule)\n"
+    "  --warmup STEPS          updates that raise the rate linearly to --lr first\n"
+    "                          (default: 0; onecycle: 30 percent of the updates)\n"
+    "  --schedule-epochs N     the epochs the schedule spans (default: the run's; a run\n"
+    "                          to be resumed later spans the whole training)\n"
     "  --seed N                seed of the weights and the batch order (default: 42)\n"
+    "  --validation N          hold out N training images (the same ones for a seed) and\n"
+    "                          evaluate them each epoch; the test set is evaluated once,\n"
+    "                          at the end (default: 0, the test set each epoch)\n"
+    "  --target-accuracy A     stop after the first epoch whose accuracy (validation, else\n"
+    "                          test) reaches A, in (0, 1], and report the time to it\n"
     "\n"
     "Output:\n"
     "  --profile               time each phase (h2d, forward, backward, update, d2h, eval;\n"
@@ -104,7 +118,7 @@ static const char USAGE_DATA_AND_TRAINING[] =
 enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
     OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_SEED,
-    OPT_ALLREDUCE, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
+    OPT_ALLREDUCE, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS, OPT_VALIDATION, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -125,6 +139,11 @@ static const struct option LONG_OPTIONS[] = {
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
     {"seed", required_argument, NULL, OPT_SEED},
     {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
+    {"schedule", required_argument, NULL, OPT_SCHEDULE},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"schedule-epochs", required_argument, NULL, OPT_SCHEDULE_EPOCHS},
+    {"validation", required_argument, NULL, OPT_VALIDATION},
+    {"target-accuracy", required_argument, NULL, OPT_TARGET},
     {"profile", no_argument, NULL, OPT_PROFILE},
     {"json", no_argument, NULL, OPT_JSON},
     {"log", required_argument, NULL, OPT_LOG},
@@ -225,7 +244,8 @@ static void set_defaults(cli_options *o) {
     o->hidden_count = 1;
     o->epochs = 10;
     o->batch = 64;
-    o->optimizer = (optimizer_config){OPTIMIZER_SGD, 0.0f, 0.9f, 0.9f, 0.999f, 1e-8f};
+    o->optimizer = (optimizer_config){.kind = OPTIMIZER_SGD, .momentum = 0.9f, .beta1 = 0.9f,
+                                      .beta2 = 0.999f, .eps = 1e-8f};
     o->seed = 42;
     o->feed = (feed_options){DATA_RESIDENT, false};
     o->graph = true;
@@ -275,6 +295,24 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
                        : strcmp(arg, "nccl") == 0 ? ALLREDUCE_NCCL
                                                   : ALLREDUCE_AUTO;
         return one_of("--allreduce", arg, allreduce_choices);
+    case OPT_SCHEDULE:
+        o->schedule_given = true;
+        for (int k = 0; k < SCHEDULE_KINDS; k++)
+            if (strcmp(arg, schedule_name((schedule_kind)k)) == 0) {
+                o->optimizer.schedule = (schedule_kind)k;
+                return true;
+            }
+        return usage_error("--schedule: unknown value '%s' (constant, step, cosine or onecycle)", arg);
+    case OPT_WARMUP:
+        o->warmup_given = true;
+        return parse_int("--warmup", arg, 0, 1000000000, &o->optimizer.warmup_steps);
+    case OPT_SCHEDULE_EPOCHS:
+        return parse_int("--schedule-epochs", arg, 1, 1000000, &o->schedule_epochs);
+    case OPT_VALIDATION: return parse_int("--validation", arg, 1, 100000000, &o->validation);
+    case OPT_TARGET:
+        if (!parse_double_in(arg, 0.0, 1.0, &o->target_accuracy) || o->target_accuracy <= 0.0)
+            return usage_error("--target-accuracy wants an accuracy in (0, 1], such as 0.98, not '%s'", arg);
+        return true;
     case OPT_PROFILE: o->profile = true; return true;
     case OPT_JSON: o->json = true; return true;
     case OPT_LOG: o->log_path = arg; return true;
@@ -325,6 +363,9 @@ static bool check_consistency(cli_options *o, bool pinned) {
                            "ranks use MPI_Allreduce");
     if (o->eval_only && !o->load_path)
         return usage_error("--eval needs --load FILE: there is nothing to evaluate");
+    if (o->eval_only && (o->validation || o->target_accuracy > 0.0))
+        return usage_error("--eval evaluates the test set; --validation and --target-accuracy "
+                           "apply to training");
     if (o->eval_only && (o->save_path || o->log_path))
         return usage_error("--eval only evaluates; --save and --log apply to training");
     if (o->save_path && o->log_path && strcmp(o->save_path, o->log_path) == 0)

@@ -22,6 +22,10 @@ typedef struct {
     int batch;
     optimizer_config optimizer;
     bool lr_given;
+    bool schedule_given, warmup_given;
+    int schedule_epochs;   /* 0: the run's (the checkpoint's epochs and --epochs) */
+    int validation;        /* training images held out to evaluate each epoch; 0: none */
+    double target_accuracy; /* stop at the first epoch that reaches it; 0: none */
     uint64_t seed;
     int threads;           /* 0: one per core */
     feed_options feed;

@@ -38,6 +38,8 @@ typedef struct {
     bool impl_chosen; /* no --impl: fastest_impl chose options.impl */
     int threads;
     dataset train, test;
+    dataset validation; /* --validation: held out of train, evaluated each epoch */
+    bool usage_error;   /* the failure is the command line's (exit 2) */
     checkpoint loaded;
     bool have_checkpoint;
     mlp_shape shape;
@@ -215,6 +217,16 @@ static bool load_inputs(run_state *s, char *err) {
         }
     }
     if (!check_splits_match(s, err) || !choose_shape(s, err)) return false;
+    if (o->validation && !o->eval_only) {
+        if (o->validation >= s->train.count) {
+            snprintf(err, ERR_SIZE,
+                     "--validation %d leaves no training images: %.400s has %d; hold out fewer",
+                     o->validation, s->data_dir, s->train.count);
+            s->usage_error = true;
+            return false;
+        }
+        dataset_hold_out(&s->train, o->validation, o->seed, &s->validation);
+    }
     /* Inputs are normalized with the training set's statistics, kept in the checkpoint. */
     float scale, shift;
     if (s->have_checkpoint) {
@@ -223,8 +235,8 @@ static bool load_inputs(run_state *s, char *err) {
     } else {
         dataset_normalization(&s->train, &scale, &shift);
     }
-    s->train.scale = s->test.scale = scale;
-    s->train.shift = s->test.shift = shift;
+    s->train.scale = s->test.scale = s->validation.scale = scale;
+    s->train.shift = s->test.shift = s->validation.shift = shift;
     return true;
 }
 
@@ -312,6 +324,38 @@ static bool load_and_set_up(run_state *s, char *err) {
     return s->be != NULL;
 }
 
+/* The schedule's span (--schedule-epochs, else the checkpoint's epochs and this run's) and
+ * warm-up, in updates; a run resumed without --schedule continues its checkpoint's schedule
+ * where that one varies. False, with the message printed, where the warm-up takes the whole run:
+ * a usage error. */
+static bool plan_schedule(run_state *s) {
+    cli_options *o = &s->options;
+    optimizer_config *c = &o->optimizer;
+    if (o->eval_only) return true;
+    const lr_schedule *saved = &s->loaded.schedule;
+    if (s->have_checkpoint && !o->schedule_given && schedule_varies(*saved)) {
+        c->schedule = saved->kind;
+        c->total_steps = saved->total_steps;
+        if (!o->warmup_given) c->warmup_steps = saved->warmup_steps;
+        if (!o->lr_given) c->lr = saved->lr;
+        return true;
+    }
+    long steps = (s->train.count + o->batch - 1) / o->batch;
+    long epochs = o->schedule_epochs ? o->schedule_epochs : s->loaded.epochs_done + o->epochs;
+    long total = steps * epochs;
+    if (total > INT32_MAX) total = INT32_MAX;
+    if (c->schedule == SCHEDULE_ONECYCLE && !o->warmup_given) c->warmup_steps = (int32_t)(total * 3 / 10);
+    c->total_steps = (int32_t)total;
+    if (c->warmup_steps == 0 || c->warmup_steps < total) return true;
+    if (speaks())
+        fprintf(stderr,
+                "mlp_train: --warmup %d is as long as the schedule or longer: it spans %ld updates "
+                "(%ld epochs of %ld); use a shorter --warmup or more --epochs\n"
+                "Try 'mlp_train --help'.\n",
+                c->warmup_steps, total, epochs, steps);
+    return false;
+}
+
 static bool start_trainer(run_state *s, char *err) {
     if (!backend_join_ranks(s->be, s->options.allreduce, err, ERR_SIZE) || !check_device_memory(s, err)) return false;
     train_config config = {
@@ -334,7 +378,8 @@ static bool start_trainer(run_state *s, char *err) {
         mlp_init_parameters(&s->shape, s->options.seed, fresh);
         params = fresh;
     }
-    s->trainer = trainer_create(s->be, &s->shape, s->options.eval_only ? NULL : &s->train, &s->test,
+    const dataset *each_epoch = s->validation.count ? &s->validation : &s->test;
+    s->trainer = trainer_create(s->be, &s->shape, s->options.eval_only ? NULL : &s->train, each_epoch,
                                 &config, params, s->have_checkpoint ? s->loaded.state : NULL,
                                 s->loaded.optimizer_step, s->loaded.epochs_done);
     free(fresh);
@@ -351,6 +396,7 @@ static bool start_trainer(run_state *s, char *err) {
 static bool save_checkpoint(run_state *s, char *err) {
     checkpoint c = {.shape = s->shape,
                     .optimizer = s->options.optimizer.kind,
+                    .schedule = optimizer_schedule(&s->options.optimizer),
                     .input_scale = s->train.scale,
                     .input_shift = s->train.shift};
     trainer_export(s->trainer, &c.params, &c.state, &c.state_arrays, &c.optimizer_step,
@@ -362,12 +408,12 @@ static bool save_checkpoint(run_state *s, char *err) {
 
 /* The checkpoint first, then the log: each is attempted whatever became of the other, so that a
  * failure of one (the disk filled since check_output_paths) never costs the other. */
-static int write_outputs(run_state *s, const epoch_result *epochs) {
+static int write_outputs(run_state *s, const epoch_result *epochs, int epochs_run) {
     const cli_options *o = &s->options;
     char err[ERR_SIZE];
     int status = 0;
     if (o->save_path && !save_checkpoint(s, err)) status = fail(err);
-    if (o->log_path && !report_csv(o->log_path, epochs, o->epochs, err, sizeof err))
+    if (o->log_path && !report_csv(o->log_path, epochs, epochs_run, err, sizeof err))
         status = fail(err);
     return status;
 }
@@ -377,7 +423,8 @@ static run_info describe(run_state *s) {
     bool advised = blas_on_cpu && openblas_core_advice(s->advice, sizeof s->advice);
     return (run_info){&s->options,   s->device,     s->be->description,
                       s->data_dir,   &s->shape,     s->threads,
-                      s->train.count, s->test.count, trainer_pass_mode(s->trainer),
+                      s->train.count, s->test.count, s->validation.count,
+                      trainer_pass_mode(s->trainer),
                       &s->startup,   s->be->ranks,  s->be->all_reduce_name,
                       distributed_library(), advised ? s->advice : NULL};
 }
@@ -402,13 +449,20 @@ static int train(run_state *s) {
     epoch_result *epochs = calloc((size_t)o->epochs, sizeof *epochs);
     if (!epochs) return fail("out of host memory for the results");
     phase_totals run_phases = {0};
-    double run_wall_ms = 0.0;
-    int status = 0;
-    for (int i = 0; i < o->epochs && status == 0; i++) {
+    double run_wall_ms = 0.0, train_s = 0.0;
+    int status = 0, ran = 0;
+    run_outcome outcome = {.target = o->target_accuracy};
+    for (int i = 0; i < o->epochs && status == 0 && !outcome.target_epoch; i++) {
         if (!trainer_run_epoch(s->trainer, o->epochs - i, &epochs[i], err, sizeof err)) {
             status = fail(err);
             break;
         }
+        ran = i + 1;
+        train_s += epochs[i].time_s;
+        if (o->target_accuracy > 0.0 && epochs[i].test_accuracy >= o->target_accuracy)
+            outcome = (run_outcome){.target = o->target_accuracy, .target_epoch = epochs[i].epoch,
+                                    .target_train_s = train_s,
+                                    .target_wall_s = wall_seconds() - s->started};
         report_epoch(table, &epochs[i]);
         if (o->profile) {
             double wall_ms = 1e3 * (epochs[i].time_s + epochs[i].eval_time_s);
@@ -420,8 +474,13 @@ static int train(run_state *s) {
         }
     }
     if (status == 0 && o->profile) report_phases(table, "run phases", &run_phases, run_wall_ms);
-    if (status == 0 && o->json) report_json(stdout, &info, epochs, o->epochs);
-    if (status == 0 && speaks()) status = write_outputs(s, epochs);
+    if (status == 0 && s->validation.count) /* the test set, once */
+        trainer_evaluate_set(s->trainer, &s->test, &outcome.test_loss, &outcome.test_accuracy);
+    else if (ran)
+        outcome.test_loss = epochs[ran - 1].test_loss, outcome.test_accuracy = epochs[ran - 1].test_accuracy;
+    if (status == 0) report_outcome(table, &info, &outcome, ran);
+    if (status == 0 && o->json) report_json(stdout, &info, epochs, ran, &outcome);
+    if (status == 0 && speaks()) status = write_outputs(s, epochs, ran);
     free(epochs);
     return status;
 }
@@ -461,8 +520,14 @@ static int run(run_state *s) {
     }
     s->threads = s->options.threads ? s->options.threads : default_threads();
     cpu_set_threads(s->threads, s->options.impl);
-    if (!load_and_set_up(s, err) || !check_host_memory(s, err) || !start_trainer(s, err))
-        return fail(err);
+    if (!load_and_set_up(s, err)) {
+        if (!s->usage_error) return fail(err);
+        if (speaks()) fprintf(stderr, "mlp_train: %s\nTry 'mlp_train --help'.\n", err);
+        return 2;
+    }
+    if (!check_host_memory(s, err)) return fail(err);
+    if (!plan_schedule(s)) return 2;
+    if (!start_trainer(s, err)) return fail(err);
     nvtx_range_push("run");
     int status = s->options.eval_only ? evaluate_only(s) : train(s);
     nvtx_range_pop();
@@ -475,6 +540,7 @@ static void cleanup(run_state *s) {
     checkpoint_free(&s->loaded);
     dataset_free(&s->train);
     dataset_free(&s->test);
+    dataset_free(&s->validation);
 }
 
 int main(int argc, char **argv) {

@@ -36,8 +36,16 @@ void report_header(FILE *out, const run_info *info) {
             info->device_description);
     fprintf(out, "data: %s (%s), %d train, %d test images, batches from %s\n", o->dataset,
             info->data_dir, info->train_count, info->test_count, placement_name(info));
+    if (info->validation_count)
+        fprintf(out, "evaluation: each epoch on %d validation images held out of the training "
+                     "set (seed %llu); the test set once, at the end\n",
+                info->validation_count, (unsigned long long)o->seed);
     fprintf(out, "training: %s, lr %g", optimizer_name(o->optimizer.kind), o->optimizer.lr);
     if (o->optimizer.kind == OPTIMIZER_SGD) fprintf(out, ", momentum %g", o->optimizer.momentum);
+    if (schedule_varies(optimizer_schedule(&o->optimizer)))
+        fprintf(out, ", %s schedule over %d updates (warm-up %d)",
+                schedule_name(o->optimizer.schedule), o->optimizer.total_steps,
+                o->optimizer.warmup_steps);
     fprintf(out, ", batch %d, %d epochs, seed %llu\n", o->batch, o->epochs,
             (unsigned long long)o->seed);
     fprintf(out, "execution: %s\n", execution_description(info->pass_mode));
@@ -51,8 +59,25 @@ void report_header(FILE *out, const run_info *info) {
                 info->ranks, info->mpi_library, info->all_reduce);
     if (info->advice) fprintf(out, "note: %s\n", info->advice);
     if (o->profile) report_startup(out, info->startup);
+    bool validation = info->validation_count > 0;
     fprintf(out, "%5s %10s %9s %10s %9s %9s %12s\n", "epoch", "train_loss", "train_acc",
-            "test_loss", "test_acc", "time_s", "images/s");
+            validation ? "val_loss" : "test_loss", validation ? "val_acc" : "test_acc", "time_s",
+            "images/s");
+}
+
+void report_outcome(FILE *out, const run_info *info, const run_outcome *r, int epochs_run) {
+    if (info->validation_count)
+        fprintf(out, "test set (once, after epoch %d): loss %.4f, accuracy %.2f%%\n", epochs_run,
+                r->test_loss, 100 * r->test_accuracy);
+    if (r->target <= 0.0) return;
+    const char *set = info->validation_count ? "validation" : "test";
+    if (r->target_epoch)
+        fprintf(out, "target %.2f%% (%s) reached in epoch %d: %.3f s of training, %.3f s since the "
+                     "process started\n",
+                100 * r->target, set, r->target_epoch, r->target_train_s, r->target_wall_s);
+    else
+        fprintf(out, "target %.2f%% (%s) not reached in %d epochs\n", 100 * r->target, set,
+                epochs_run);
 }
 
 void report_epoch(FILE *out, const epoch_result *e) {
@@ -142,8 +167,13 @@ static void json_config(FILE *out, const run_info *info) {
     json_write_string(out, optimizer_name(o->optimizer.kind));
     fprintf(out, ", \"lr\": %.9g, \"momentum\": %.9g, \"seed\": %llu, \"threads\": %d",
             o->optimizer.lr, o->optimizer.momentum, (unsigned long long)o->seed, info->threads);
-    fprintf(out, ", \"train_images\": %d, \"test_images\": %d, \"execution\": ",
-            info->train_count, info->test_count);
+    fprintf(out, ", \"schedule\": ");
+    json_write_string(out, schedule_name(o->optimizer.schedule));
+    fprintf(out, ", \"warmup_steps\": %d, \"schedule_steps\": %d", o->optimizer.warmup_steps,
+            o->optimizer.total_steps);
+    fprintf(out, ", \"train_images\": %d, \"test_images\": %d, \"validation_images\": %d, "
+                 "\"execution\": ",
+            info->train_count, info->test_count, info->validation_count);
     json_write_string(out, info->pass_mode);
     fprintf(out, ", \"ranks\": %d, \"all_reduce\": ", info->ranks);
     if (info->all_reduce)
@@ -173,7 +203,9 @@ void report_startup(FILE *out, const startup_times *t) {
             t->total_s, t->data_s, t->device_s, t->trainer_s);
 }
 
-void report_json(FILE *out, const run_info *info, const epoch_result *epochs, int count) {
+void report_json(FILE *out, const run_info *info, const epoch_result *epochs, int count,
+                 const run_outcome *outcome) {
+    const char *eval = info->validation_count ? "validation" : "test";
     fprintf(out, "{\"version\": \"%s\", ", MLP_VERSION);
     json_config(out, info);
     fprintf(out, ", \"epochs\": [");
@@ -183,10 +215,10 @@ void report_json(FILE *out, const run_info *info, const epoch_result *epochs, in
         const epoch_result *e = &epochs[i];
         fprintf(out,
                 "%s\n  {\"epoch\": %d, \"train_loss\": %.9g, \"train_accuracy\": %.9g, "
-                "\"test_loss\": %.9g, \"test_accuracy\": %.9g, \"time_s\": %.9g, "
+                "\"%s_loss\": %.9g, \"%s_accuracy\": %.9g, \"time_s\": %.9g, "
                 "\"images_per_s\": %.9g, \"eval_time_s\": %.9g",
-                i ? "," : "", e->epoch, e->train_loss, e->train_accuracy, e->test_loss,
-                e->test_accuracy, e->time_s, e->images_per_s, e->eval_time_s);
+                i ? "," : "", e->epoch, e->train_loss, e->train_accuracy, eval, e->test_loss,
+                eval, e->test_accuracy, e->time_s, e->images_per_s, e->eval_time_s);
         if (info->options->profile) {
             fprintf(out, ", \"phases\": ");
             json_phases(out, &e->phases);
@@ -195,8 +227,18 @@ void report_json(FILE *out, const run_info *info, const epoch_result *epochs, in
         run = phases_add(run, &e->phases);
         train_time += e->time_s;
     }
-    fprintf(out, "\n], \"test_accuracy\": %.9g, \"train_time_s\": %.9g",
-            count ? epochs[count - 1].test_accuracy : 0.0, train_time);
+    fprintf(out, "\n], \"test_accuracy\": %.9g, \"test_loss\": %.9g, \"train_time_s\": %.9g",
+            outcome->test_accuracy, outcome->test_loss, train_time);
+    if (info->validation_count)
+        fprintf(out, ", \"validation_accuracy\": %.9g", count ? epochs[count - 1].test_accuracy : 0.0);
+    if (outcome->target > 0.0) {
+        fprintf(out, ", \"target\": {\"accuracy\": %.9g, \"set\": \"%s\", \"reached\": %s",
+                outcome->target, eval, outcome->target_epoch ? "true" : "false");
+        if (outcome->target_epoch)
+            fprintf(out, ", \"epoch\": %d, \"train_time_s\": %.9g, \"process_time_s\": %.9g",
+                    outcome->target_epoch, outcome->target_train_s, outcome->target_wall_s);
+        fprintf(out, "}");
+    }
     if (info->options->profile) {
         fprintf(out, ", \"phases\": ");
         json_phases(out, &run);

@@ -30,6 +30,8 @@ typedef struct {
     const mlp_shape *shape;
     int threads;
     int train_count, test_count;
+    int validation_count;  /* --validation: held out of the training images, evaluated each
+                            * epoch (the test set then once, at the end); 0: none */
     const char *pass_mode; /* trainer_pass_mode(): "direct", "recorded" or "whole" */
     const startup_times *startup;
     int ranks;                  /* processes training the model (mpirun -np), 1 alone */
@@ -54,7 +56,23 @@ void report_phases(FILE *out, const char *title, const phase_totals *phases, dou
 /* Sums the phases of several epochs. */
 phase_totals phases_add(phase_totals a, const phase_totals *b);
 
-void report_json(FILE *out, const run_info *info, const epoch_result *epochs, int count);
+/* How a training run ended: the test set's figures (at the end where a validation split was
+ * evaluated each epoch, else the last epoch's) and, with --target-accuracy, when the target
+ * was reached (target_epoch 0: not reached). */
+typedef struct {
+    double target;
+    int target_epoch;
+    double target_train_s; /* training time of the epochs up to it */
+    double target_wall_s;  /* since the process started */
+    double test_loss, test_accuracy;
+} run_outcome;
+
+/* Lines after the epoch table: the test set's figures where a validation split was evaluated
+ * each epoch; the target, reached or not. epochs_run: epochs trained. */
+void report_outcome(FILE *out, const run_info *info, const run_outcome *outcome, int epochs_run);
+
+void report_json(FILE *out, const run_info *info, const epoch_result *epochs, int count,
+                 const run_outcome *outcome);
 
 /* Writes the CSV whole or not at all (atomic_file.h). */
 bool report_csv(const char *path, const epoch_result *epochs, int count, char *err,

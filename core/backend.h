@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/lr_schedule.h"
+
 typedef struct backend backend;
 typedef struct batch_feed batch_feed;
 typedef struct timing_stamp timing_stamp;
@@ -186,12 +188,15 @@ struct backend {
     /* The update, which ends a training step. One call updates every parameter of the model
      * (they are one flat array), then moves the step's cursor on as advance_cursor(cursor, rows)
      * does: in one operation, so that on the GPU the update's kernel is the step's last.
+     * The rate lr is schedule_lr(schedule, cursor->optimizer_steps), read before the move.
      * SGD: velocity = momentum * velocity + grad;  param -= lr * velocity  (PyTorch's convention).
-     * Adam: with bias correction, at step t = cursor->optimizer_steps + 1 (read before the move). */
+     * Adam: with bias correction, at step t = cursor->optimizer_steps + 1. */
     void (*sgd_momentum_step)(backend *be, float *param, float *velocity, const float *grad,
-                              size_t n, float lr, float momentum, pass_cursor *cursor, int rows);
+                              size_t n, lr_schedule schedule, float momentum, pass_cursor *cursor,
+                              int rows);
     void (*adam_step)(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-                      float lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows);
+                      lr_schedule schedule, float beta1, float beta2, float eps,
+                      pass_cursor *cursor, int rows);
 
     /* cursor->first_row += rows, cursor->optimizer_steps += 1: where a pass moves on without an
      * update (the test pass). */

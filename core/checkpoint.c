@@ -134,6 +134,10 @@ bool checkpoint_write(FILE *out, const checkpoint *c) {
     put_u32(w, (uint32_t)c->optimizer_step);
     put_u32(w, (uint32_t)c->epochs_done);
     put_u32(w, (uint32_t)c->state_arrays);
+    put_u32(w, (uint32_t)c->schedule.kind);
+    put_u32(w, (uint32_t)c->schedule.warmup_steps);
+    put_u32(w, (uint32_t)c->schedule.total_steps);
+    put_floats(w, &c->schedule.lr, 1);
     put_floats(w, &c->input_scale, 1);
     put_floats(w, &c->input_shift, 1);
     put_floats(w, c->params, c->shape.param_count);
@@ -204,9 +208,9 @@ static bool parse_header(byte_reader *r, checkpoint *c, const char *path, char *
         snprintf(err, err_size, "%s: corrupt checkpoint: the header is cut short", path);
         return false;
     }
-    if (version != CHECKPOINT_VERSION) {
-        snprintf(err, err_size, "%s: checkpoint version %u; this mlp_train reads version %d", path,
-                 version, CHECKPOINT_VERSION);
+    if (version < 1 || version > CHECKPOINT_VERSION) {
+        snprintf(err, err_size, "%s: checkpoint version %u; this mlp_train reads versions 1 to %d",
+                 path, version, CHECKPOINT_VERSION);
         return false;
     }
     if (layers < 1 || layers > MLP_MAX_LAYERS) {
@@ -229,12 +233,22 @@ static bool parse_header(byte_reader *r, checkpoint *c, const char *path, char *
     c->optimizer_step = (int)get_u32(r);
     c->epochs_done = (int)get_u32(r);
     c->state_arrays = (int)get_u32(r);
+    uint32_t schedule = SCHEDULE_CONSTANT;
+    c->schedule = (lr_schedule){SCHEDULE_CONSTANT, 0.0f, 0, 0};
+    if (version >= 2) {
+        schedule = get_u32(r);
+        c->schedule.kind = schedule < SCHEDULE_KINDS ? (schedule_kind)schedule : SCHEDULE_CONSTANT;
+        c->schedule.warmup_steps = (int32_t)get_u32(r);
+        c->schedule.total_steps = (int32_t)get_u32(r);
+        c->schedule.lr = get_float(r);
+    }
     c->input_scale = get_float(r);
     c->input_shift = get_float(r);
     c->optimizer = kind == 1 ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
     int expected_arrays = kind == 1 ? 2 : 1;
     if (r->overrun || kind > 1 || c->state_arrays != expected_arrays || c->optimizer_step < 0 ||
-        c->epochs_done < 0) {
+        c->epochs_done < 0 || schedule >= SCHEDULE_KINDS || c->schedule.warmup_steps < 0 ||
+        c->schedule.total_steps < 0 || !(c->schedule.lr >= 0.0f) || !isfinite(c->schedule.lr)) {
         snprintf(err, err_size, "%s: corrupt checkpoint: bad optimizer fields", path);
         return false;
     }

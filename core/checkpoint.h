@@ -4,6 +4,7 @@
  * Format (all integers and floats little-endian):
  *   "MLPCKPT\0"  u32 version  u32 layers  u32 width[layers + 1]
  *   u32 optimizer (0 sgd, 1 adam)  u32 optimizer_step  u32 epochs_done  u32 state_arrays
+ *   u32 schedule (lr_schedule.h's kind)  u32 warmup_steps  u32 total_steps  f32 lr   (version 2)
  *   f32 input_scale  f32 input_shift
  *   f32 params[param_count]  f32 state[state_arrays * param_count]
  *   u32 crc32 of every byte before it
@@ -11,7 +12,8 @@
  * checkpoint or the new one, never half of one, and a target that is not a regular file is
  * refused. A temporary file left by a crash is never taken for the target; loading one fails
  * (size or checksum) unless it was complete. tests/test_checkpoint_crash.c proves it.
- * Loading refuses a checkpoint whose parameters or optimizer state hold NaN or infinities. */
+ * Loading refuses a checkpoint whose parameters or optimizer state hold NaN or infinities.
+ * Version 1 (without the schedule) still loads: its schedule is constant at lr 0 (unknown). */
 #ifndef MLP_CHECKPOINT_H
 #define MLP_CHECKPOINT_H
 
@@ -20,9 +22,10 @@
 #include <stdio.h>
 
 #include "core/model.h"
+#include "core/lr_schedule.h"
 #include "core/optimizer.h"
 
-#define CHECKPOINT_VERSION 1
+#define CHECKPOINT_VERSION 2
 
 typedef struct {
     mlp_shape shape;
@@ -30,6 +33,7 @@ typedef struct {
     int optimizer_step;
     int epochs_done;
     int state_arrays;    /* 1 for SGD (velocity), 2 for Adam (moments) */
+    lr_schedule schedule; /* the run's learning rates; optimizer_step is where it stands */
     float input_scale;   /* the normalization the model was trained with */
     float input_shift;
     float *params;       /* shape.param_count */

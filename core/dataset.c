@@ -7,6 +7,8 @@
 #include "core/dataset.h"
 
 #include "core/idx.h"
+#include "core/rng.h"
+#include "util/host_memory.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -137,6 +139,31 @@ void dataset_normalization(const dataset *reference, float *scale, float *shift)
     if (std == 0.0) std = 1.0;
     *scale = (float)(1.0 / (PIXEL_MAX * std));
     *shift = (float)(-mean / std);
+}
+
+void dataset_hold_out(dataset *data, int count, uint64_t seed, dataset *held_out) {
+    int total = data->count, features = data->features;
+    int32_t *order = alloc_or_exit((size_t)total * sizeof *order, "the held-out split");
+    uint8_t *chosen = zalloc_or_exit((size_t)total, "the held-out split");
+    rng draw = rng_create(seed, 2000u);
+    rng_permutation(&draw, order, total);
+    for (int i = 0; i < count; i++) chosen[order[i]] = 1;
+    *held_out = *data;
+    held_out->count = count;
+    held_out->pixels = alloc_or_exit((size_t)count * features, "the held-out images");
+    held_out->labels = alloc_or_exit((size_t)count, "the held-out labels");
+    int kept = 0, out = 0;
+    for (int i = 0; i < total; i++) { /* in file order on both sides */
+        bool held = chosen[i];
+        uint8_t *pixels = held ? held_out->pixels + (size_t)out * features
+                               : data->pixels + (size_t)kept * features;
+        memmove(pixels, data->pixels + (size_t)i * features, (size_t)features);
+        if (held) held_out->labels[out++] = data->labels[i];
+        else data->labels[kept++] = data->labels[i];
+    }
+    data->count = kept;
+    free(order);
+    free(chosen);
 }
 
 void dataset_free(dataset *d) {

@@ -34,6 +34,10 @@ bool dataset_load(const char *dir, dataset_split split, dataset *out, char *err,
  * (the training set): x = (pixel/255 - mean) / std. */
 void dataset_normalization(const dataset *reference, float *scale, float *shift);
 
+/* Moves `count` samples of data, chosen by a permutation drawn from seed (the same ones for a
+ * seed), into held_out (allocated here): data keeps the rest, in its order. 0 < count < data->count. */
+void dataset_hold_out(dataset *data, int count, uint64_t seed, dataset *held_out);
+
 void dataset_free(dataset *d);
 
 #endif

@@ -27,10 +27,11 @@ void optimizer_destroy(optimizer *opt) {
     free(opt);
 }
 
-void optimizer_step(optimizer *opt, float *params, const float *grads, float lr,
-                    pass_cursor *cursor, int rows) {
+void optimizer_step(optimizer *opt, float *params, const float *grads, pass_cursor *cursor,
+                    int rows) {
     backend *be = opt->be;
     const optimizer_config *c = &opt->config;
+    lr_schedule lr = optimizer_schedule(c);
     if (c->kind == OPTIMIZER_ADAM)
         be->adam_step(be, params, opt->state[0], opt->state[1], grads, opt->count, lr, c->beta1,
                       c->beta2, c->eps, cursor, rows);

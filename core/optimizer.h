@@ -6,12 +6,15 @@
 #include <stddef.h>
 
 #include "core/backend.h"
+#include "core/lr_schedule.h"
 
 typedef enum { OPTIMIZER_SGD, OPTIMIZER_ADAM } optimizer_kind;
 
 typedef struct optimizer_config {
     optimizer_kind kind;
-    float lr;
+    float lr;       /* the peak rate; each update's: schedule_lr (lr_schedule.h) */
+    schedule_kind schedule;
+    int32_t warmup_steps, total_steps;
     float momentum; /* SGD */
     float beta1;    /* Adam */
     float beta2;
@@ -34,10 +37,16 @@ const char *optimizer_name(optimizer_kind kind);
 optimizer *optimizer_create(backend *be, optimizer_config config, size_t count);
 void optimizer_destroy(optimizer *opt);
 
-/* One update of params from grads, with learning rate lr: update number
+/* The rate of each update, as config describes it. */
+static inline lr_schedule optimizer_schedule(const optimizer_config *config) {
+    lr_schedule s = {config->schedule, config->lr, config->warmup_steps, config->total_steps};
+    return s;
+}
+
+/* One update of params from grads, at the schedule's rate: update number
  * cursor->optimizer_steps + 1, which ends the step of `rows` rows: the cursor moves on by them
  * (backend.h). Queued like any operation; opt->step is the caller's to count. */
-void optimizer_step(optimizer *opt, float *params, const float *grads, float lr,
-                    pass_cursor *cursor, int rows);
+void optimizer_step(optimizer *opt, float *params, const float *grads, pass_cursor *cursor,
+                    int rows);
 
 #endif

@@ -219,8 +219,7 @@ static void queue_all_reduce(trainer *t, phase_profile *profile) {
 
 static void queue_update(trainer *t, int kind, phase_profile *profile) {
     phase_begin(profile, PHASE_UPDATE);
-    optimizer_step(t->opt, t->model->params, t->model->grads, t->config.optimizer.lr,
-                   t->train_cursor, t->plan.rows[kind]);
+    optimizer_step(t->opt, t->model->params, t->model->grads, t->train_cursor, t->plan.rows[kind]);
     phase_end(profile, PHASE_UPDATE);
 }
 
@@ -432,21 +431,27 @@ static void train_pass(trainer *t, long steps) {
     t->opt->step += (int)steps;
 }
 
-/* The test set in file order, batch by batch; per-row metrics (and predictions) on the device. */
-static void test_pass(trainer *t, int32_t *predictions) {
+/* A set in file order, batch by batch, through feed (count samples); per-row metrics (and
+ * predictions) on the device. */
+static void evaluation_pass(trainer *t, batch_feed *feed, int count, const int32_t *order,
+                            pass_metrics metrics) {
     backend *be = t->be;
-    int count = t->test->count;
-    pass_metrics metrics = t->test_metrics;
-    metrics.prediction = predictions;
-    be->feed_start_pass(t->test_feed, t->test_order, count);
+    be->feed_start_pass(feed, order, count);
     cursor_reset(be, t->test_cursor, 0);
     for (int offset = 0; offset < count; offset += t->model->max_rows) {
         int rows = count - offset < t->model->max_rows ? count - offset : t->model->max_rows;
-        batch_view batch = be->feed_next(t->test_feed, rows, t->test_cursor);
+        batch_view batch = be->feed_next(feed, rows, t->test_cursor);
         mlp_forward(t->model, batch.x, rows);
         mlp_loss(t->model, batch.y, rows, &metrics, t->test_cursor);
         be->advance_cursor(be, t->test_cursor, rows);
     }
+}
+
+/* The test set (the trainer's own): per-row metrics and predictions (NULL: none). */
+static void test_pass(trainer *t, int32_t *predictions) {
+    pass_metrics metrics = t->test_metrics;
+    metrics.prediction = predictions;
+    evaluation_pass(t, t->test_feed, t->test->count, t->test_order, metrics);
 }
 
 bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char *err,
@@ -519,6 +524,24 @@ void trainer_evaluate(trainer *t, double *loss, double *accuracy,
     for (int i = 0; i < count; i++) confusion[t->test->labels[i]][predictions[i]]++;
     free(predictions);
     be->release(be, predictions_device);
+}
+
+void trainer_evaluate_set(trainer *t, const dataset *data, double *loss, double *accuracy) {
+    backend *be = t->be;
+    int count = data->count;
+    batch_feed *feed = be->feed_create(be, data, t->model->max_rows, t->config.feed);
+    pass_metrics metrics = metrics_create(be, count);
+    int32_t *order = alloc_or_exit((size_t)count * sizeof(int32_t), "the evaluation order");
+    for (int i = 0; i < count; i++) order[i] = i;
+    nvtx_range_push("eval");
+    evaluation_pass(t, feed, count, order, metrics);
+    metrics_queue(t, &metrics, count, false);
+    wait_for_device(t);
+    metrics_mean(t, count, loss, accuracy);
+    nvtx_range_pop();
+    free(order);
+    metrics_destroy(be, &metrics);
+    be->feed_destroy(feed);
 }
 
 void trainer_export(trainer *t, float **params, float **state, int *state_arrays,

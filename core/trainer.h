@@ -72,6 +72,10 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
 void trainer_evaluate(trainer *t, double *loss, double *accuracy,
                       long confusion[DATASET_CLASSES][DATASET_CLASSES]);
 
+/* Loss and accuracy on another set than the one each epoch evaluates (the test set, where the
+ * epochs evaluate a validation split), in file order. */
+void trainer_evaluate_set(trainer *t, const dataset *data, double *loss, double *accuracy);
+
 /* Copies the parameters and optimizer state to the host (for a checkpoint). The arrays returned
  * are malloc'd: params has param_count floats, state param_count * state_arrays. */
 void trainer_export(trainer *t, float **params, float **state, int *state_arrays,

@@ -165,17 +165,21 @@ static void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
 }
 
 static void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad,
-                              size_t n, float lr, float momentum, pass_cursor *cursor, int rows) {
+                              size_t n, lr_schedule lr, float momentum, pass_cursor *cursor,
+                              int rows) {
     double started = wall_seconds();
-    cpu_sgd_momentum_step(param, velocity, grad, n, lr, momentum);
+    cpu_sgd_momentum_step(param, velocity, grad, n, schedule_lr(lr, cursor->optimizer_steps),
+                          momentum);
     advance_cursor(be, cursor, rows);
     count_other(be, started);
 }
 
 static void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-                      float lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows) {
+                      lr_schedule lr, float beta1, float beta2, float eps, pass_cursor *cursor,
+                      int rows) {
     double started = wall_seconds();
-    cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, cursor->optimizer_steps + 1);
+    cpu_adam_step(param, m, v, grad, n, schedule_lr(lr, cursor->optimizer_steps), beta1, beta2, eps,
+                  cursor->optimizer_steps + 1);
     advance_cursor(be, cursor, rows);
     count_other(be, started);
 }

@@ -182,7 +182,7 @@ void fused_pass_run(backend *be, const training_pass *pass) {
     args.w2 = shape->weight_offset[1];
     args.b2 = shape->bias_offset[1];
     args.adam = o->kind == OPTIMIZER_ADAM;
-    args.lr = o->lr;
+    args.lr = optimizer_schedule(o);
     args.momentum = o->momentum;
     args.beta1 = o->beta1;
     args.beta2 = o->beta2;

@@ -230,7 +230,7 @@ void sum(backend *be, const float *x, size_t n, float *result) {
 }
 
 void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad, size_t n,
-                       float lr, float momentum, pass_cursor *cursor, int rows) {
+                       lr_schedule lr, float momentum, pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu);
     gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum,
@@ -238,7 +238,7 @@ void sgd_momentum_step(backend *be, float *param, float *velocity, const float *
 }
 
 void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-               float lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows) {
+               lr_schedule lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu);
     gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps,

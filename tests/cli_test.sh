@@ -61,6 +61,16 @@ expect 2 '--precision tf32 applies to --impl tiled, blas and fused' -- \
 expect 2 '--allreduce chooses how GPU ranks sum.*MPI_Allreduce' -- \
     "$mlp_train" --device cpu --allreduce p2p
 expect 2 "--allreduce: unknown value 'ring'" -- "$mlp_train" --allreduce ring
+# time to accuracy: schedules, validation, target
+expect 2 "--schedule: unknown value 'linear'" -- "$mlp_train" --schedule linear
+expect 2 '--warmup wants an integer' -- "$mlp_train" --warmup -5
+expect 2 '--warmup 118 is as long as the schedule or longer: it spans 118 updates \(1 epochs of 118\)' -- \
+    "$mlp_train" "${quick[@]}" --schedule cosine --warmup 118
+expect 2 '--validation 60000 leaves no training images' -- "$mlp_train" "${quick[@]}" --validation 60000
+expect 2 '--validation wants an integer' -- "$mlp_train" --validation 0
+expect 2 "--target-accuracy wants an accuracy in \(0, 1\]" -- "$mlp_train" --target-accuracy 0
+expect 2 "--target-accuracy wants an accuracy in \(0, 1\]" -- "$mlp_train" --target-accuracy 1.5
+expect 2 '--validation and --target-accuracy apply to training' -- "$mlp_train" --load x --eval --validation 10
 
 # needs_gpu PATTERN -- COMMAND...: without a GPU, a runtime error (exit 1) whose message matches
 # PATTERN; where a GPU is present the run simply works (exit 0)

@@ -540,21 +540,22 @@ void check_step_end(const device_buffer<pass_cursor> &cursor, pass_cursor want,
           blocks_done.download()[0]);
 }
 
-void check_optimizers() {
+void check_optimizers_at(lr_schedule schedule) {
     device_buffer<unsigned> blocks_done(std::vector<unsigned>{0});
+    float sgd_lr = schedule_lr(schedule, 4), adam_lr = schedule_lr(schedule, 2); /* the cursors' steps */
     for (size_t n : {(size_t)0, (size_t)1, (size_t)1000, (size_t)203530}) {
         std::vector<float> param = random_floats(n, -1, 1), velocity = random_floats(n, -1, 1);
         std::vector<float> m = random_floats(n, -1, 1), v = random_floats(n, 0, 1);
         std::vector<float> grad = random_floats(n, -1, 1);
         device_buffer<float> dgrad(grad);
         std::vector<float> p_sgd = param, v_sgd = velocity;
-        cpu_sgd_momentum_step(p_sgd.data(), v_sgd.data(), grad.data(), n, 0.1f, 0.9f);
+        cpu_sgd_momentum_step(p_sgd.data(), v_sgd.data(), grad.data(), n, sgd_lr, 0.9f);
         for (int offset : {0, 1}) { /* 1: param off 16-byte alignment, one parameter a thread */
             std::vector<float> padded(offset, 0.0f);
             padded.insert(padded.end(), param.begin(), param.end());
             device_buffer<float> dparam(padded), dvelocity(velocity);
             device_buffer<pass_cursor> sgd_cursor = cursor_at(7, 4);
-            gpu_sgd_momentum_step(stream, dparam.ptr + offset, dvelocity.ptr, dgrad.ptr, n, 0.1f, 0.9f,
+            gpu_sgd_momentum_step(stream, dparam.ptr + offset, dvelocity.ptr, dgrad.ptr, n, schedule, 0.9f,
                                   gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
             std::vector<float> got = dparam.download();
             got.erase(got.begin(), got.begin() + offset);
@@ -566,10 +567,10 @@ void check_optimizers() {
 
         device_buffer<float> dparam2(param), dm(m), dv(v);
         device_buffer<pass_cursor> cursor = cursor_at(0, 2); /* two updates made: this is step 3 */
-        gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, 0.01f, 0.9f, 0.999f, 1e-8f,
+        gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, schedule, 0.9f, 0.999f, 1e-8f,
                       gpu_step_end{cursor.ptr, 5, blocks_done.ptr});
         std::vector<float> p_adam = param, m_adam = m, v_adam = v;
-        cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, 0.01f, 0.9f,
+        cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, adam_lr, 0.9f,
                       0.999f, 1e-8f, 3);
         double error = std::fmax(worst_deviation(dparam2.download(), p_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
                                  std::fmax(worst_deviation(dm.download(), m_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
@@ -577,6 +578,13 @@ void check_optimizers() {
         CHECK(error <= 1, "adam_step n=%zu: off by %.3g tolerances", n, error);
         check_step_end(cursor, {5, 3}, blocks_done, "adam_step", n);
     }
+}
+
+/* Each update at a constant rate, and on a schedule (cosine after 2 warm-up steps of 10: the
+ * kernels read the rate's step from the cursor, and SGD then moves it from its last block). */
+void check_optimizers() {
+    const lr_schedule schedules[] = {{SCHEDULE_CONSTANT, 0.1f, 0, 0}, {SCHEDULE_COSINE, 0.1f, 2, 10}};
+    for (const lr_schedule &schedule : schedules) check_optimizers_at(schedule);
 }
 
 std::vector<int32_t> identity_indices(int n) {

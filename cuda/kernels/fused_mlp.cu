@@ -66,7 +66,7 @@ template <int U> struct block_slice {
     float *grad_b2;    /* C (block 0) */
     float *warp_sums;  /* WARPS×U */
     float *row_sums;   /* WARPS×32: per-warp partial sums of up to 32 outputs (step_sums) */
-    float *corrections; /* 2: Adam's 1 / (1 - beta1^t), 1 / (1 - beta2^t) for this step */
+    float *corrections; /* 4: Adam's 1 / (1 - beta1^t), 1 / (1 - beta2^t), the step's rate, 0 */
     float *grad_w1;    /* row groups × U×F: the backward's partial dW1 sums, laid out
                         * [group][u][k][column] for pixel column·PIX + k (see dw1_index) */
     /* buffer b (0 or 1), by arithmetic: an array of two pointers indexed at run time would put
@@ -99,7 +99,7 @@ template <int U> __device__ block_slice<U> carve(float4 *raw, const fused_mlp_ar
     s.grad_b2 = smem;       smem += C;
     s.warp_sums = smem;     smem += WARPS * U;
     s.row_sums = smem;      smem += WARPS * 32;
-    s.corrections = smem;   smem += 2;
+    s.corrections = smem;   smem += 4;
     s.grad_w1 = smem;
     return s;
 }
@@ -330,20 +330,20 @@ __device__ void softmax(const fused_mlp_args &a, const step_plan &p) {
     }
 }
 
-/* One parameter's update; m_correction and v_correction are Adam's 1 / (1 - beta^t). */
+/* One parameter's update at rate lr; m_correction and v_correction are Adam's 1 / (1 - beta^t). */
 __device__ __forceinline__ void update(const fused_mlp_args &a, float &param, float *state0,
-                                       float *state1, float grad, float m_correction,
+                                       float *state1, float grad, float lr, float m_correction,
                                        float v_correction) {
     if (a.adam) {
         float m = a.beta1 * *state0 + (1.0f - a.beta1) * grad;
         float v = a.beta2 * *state1 + (1.0f - a.beta2) * grad * grad;
         *state0 = m;
         *state1 = v;
-        param -= a.lr * (m * m_correction) / (sqrtf(v * v_correction) + a.eps);
+        param -= lr * (m * m_correction) / (sqrtf(v * v_correction) + a.eps);
     } else {
         float v = a.momentum * *state0 + grad;
         *state0 = v;
-        param -= a.lr * v;
+        param -= lr * v;
     }
 }
 
@@ -399,7 +399,7 @@ template <int U, int PIX> __device__ void apply_update(const fused_mlp_args &a, 
 #pragma unroll
             for (int k = 0; k < PIX; k++) s.grad_w1[dw1_index<U, PIX>(group, u, column * PIX + k, F)] = acc[k][u];
     __syncthreads();
-    float m_correction = s.corrections[0], v_correction = s.corrections[1];
+    float m_correction = s.corrections[0], v_correction = s.corrections[1], lr = s.corrections[2];
     float w1_part[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -414,25 +414,26 @@ template <int U, int PIX> __device__ void apply_update(const fused_mlp_args &a, 
             for (int g = 0; g < MAX_ROW_GROUPS; g++) sum += part[g];
             int i = u * F + f;
             update(a, s.w1[i], &s.w1_state[i], &s.w1_state[U * F + i], a.scale * sum + shift_term,
-                   m_correction, v_correction);
+                   lr, m_correction, v_correction);
             w1_part[u] += s.w1[i];
         }
     }
     for (int i = t; i < U * C; i += blockDim.x)
-        update(a, s.w2[i], &s.w2_state[i], &s.w2_state[U * C + i], s.grad_w2[i], m_correction, v_correction);
+        update(a, s.w2[i], &s.w2_state[i], &s.w2_state[U * C + i], s.grad_w2[i], lr, m_correction, v_correction);
     if (t < U)
-        update(a, s.b1[t], &s.b1_state[t], &s.b1_state[U + t], s.grad_b1[t], m_correction, v_correction);
+        update(a, s.b1[t], &s.b1_state[t], &s.b1_state[U + t], s.grad_b1[t], lr, m_correction, v_correction);
     if (blockIdx.x == 0 && t < C) {
-        update(a, s.b2[t], &s.b2_state[t], &s.b2_state[C + t], s.grad_b2[t], m_correction, v_correction);
+        update(a, s.b2[t], &s.b2_state[t], &s.b2_state[C + t], s.grad_b2[t], lr, m_correction, v_correction);
         a.params[a.b2 + t] = s.b2[t]; /* where the next step's softmax reads it */
     }
     finish_w1_sums<U>(s, w1_part);
 }
 
-/* Adam's bias corrections for update number optimizer_step + 1, into shared memory (one thread;
- * a barrier follows before apply_update reads them). */
+/* Adam's bias corrections and the rate for update number optimizer_step + 1, into shared memory
+ * (one thread; a barrier follows before apply_update reads them). */
 template <int U> __device__ void set_corrections(const fused_mlp_args &a, block_slice<U> &s, int optimizer_step) {
     if (threadIdx.x != 0) return;
+    s.corrections[2] = schedule_lr(a.lr, optimizer_step);
     if (a.adam) {
         s.corrections[0] = (float)(1.0 / (1.0 - pow((double)a.beta1, optimizer_step + 1)));
         s.corrections[1] = (float)(1.0 / (1.0 - pow((double)a.beta2, optimizer_step + 1)));
@@ -581,7 +582,7 @@ template <int U> int resident_blocks(size_t shared) {
 size_t fused_mlp_shared_bytes(int U, int F, int C, int S, int batch, int stage_rows) {
     size_t floats = (size_t)U * F * (1 + S) + (size_t)U * C * (1 + S) + (size_t)U * (1 + S) +
                     (size_t)C * (1 + S) + U + (size_t)U * batch + (size_t)batch * C +
-                    (size_t)U * batch + (size_t)U * C + U + C + (size_t)WARPS * U + WARPS * 32 + 2 +
+                    (size_t)U * batch + (size_t)U * C + U + C + (size_t)WARPS * U + WARPS * 32 + 4 +
                     (size_t)backward_groups(backward_pixels(U), F) * U * F;
     return 2 * (size_t)stage_rows * F + floats * sizeof(float);
 }

@@ -34,7 +34,8 @@ struct fused_mlp_args {
     size_t w1, b1, w2, b2; /* offsets into params (and state) */
 
     bool adam;
-    float lr, momentum, beta1, beta2, eps;
+    lr_schedule lr; /* each update's rate: schedule_lr at its number */
+    float momentum, beta1, beta2, eps;
 
     int samples, batch;    /* the pass: samples rows, batch rows a step (the last: the rest) */
     float *row_loss, *row_correct; /* per sample of the pass */

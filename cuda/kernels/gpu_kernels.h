@@ -69,9 +69,10 @@ typedef struct {
     unsigned *blocks_done;
 } gpu_step_end;
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
-                           size_t n, float lr, float momentum, gpu_step_end end);
+                           size_t n, lr_schedule schedule, float momentum, gpu_step_end end);
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
-                   size_t n, float lr, float beta1, float beta2, float eps, gpu_step_end end);
+                   size_t n, lr_schedule schedule, float beta1, float beta2, float eps,
+                   gpu_step_end end);
 
 /* Where a batch's samples are: the data set's pixels (count×features bytes) and labels, and,
  * where order is not NULL, which of them: row r of the batch is sample

@@ -3,10 +3,11 @@
  * floats per parameter, Adam reads 4 and writes 3.
  *
  * The update ends a training step, so its kernel also moves the pass cursor on, and a step needs
- * no kernel of its own for that (1.0 µs of a 36 µs step at batch 512 on an H200). SGD does not
- * read the cursor: its first thread moves it. Adam reads the step number from it in every block,
- * so the last block to finish moves it, counted with one atomic add per block (on an H200 that
- * count made SGD's launch 0.8 µs longer, hence not for SGD). */
+ * no kernel of its own for that (1.0 µs of a 36 µs step at batch 512 on an H200). SGD at a
+ * constant rate does not read the cursor: its first thread moves it. Adam, and SGD on a schedule
+ * (lr_schedule.h), read the step number from it in every block, so the last block to finish
+ * moves it, counted with one atomic add per block (on an H200 that count made SGD's launch
+ * 0.8 µs longer, hence not for SGD at a constant rate). */
 #include <cmath>
 #include <cstdint>
 
@@ -45,8 +46,11 @@ __device__ __forceinline__ float sgd_momentum(float &param, float velocity, floa
  * quarter of the loads and stores to issue (1.76 µs a step at batch 512 on an H200 with one a
  * thread). quads is 0 where the arrays are not 16-byte aligned. */
 __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *grad, size_t n,
-                                    size_t quads, float lr, float momentum, gpu_step_end end) {
+                                    size_t quads, lr_schedule schedule, float momentum,
+                                    gpu_step_end end) {
     wait_for_previous_kernel();
+    const bool varies = schedule_varies(schedule);
+    const float lr = varies ? schedule_lr(schedule, end.cursor->optimizer_steps) : schedule.lr;
     const size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     float4 *param4 = reinterpret_cast<float4 *>(param), *velocity4 = reinterpret_cast<float4 *>(velocity);
     const float4 *grad4 = reinterpret_cast<const float4 *>(grad);
@@ -61,16 +65,19 @@ __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *
         param4[q] = p;
     }
     for (size_t i = 4 * quads + first; i < n; i += stride) velocity[i] = sgd_momentum(param[i], velocity[i], grad[i], lr, momentum);
-    if (blockIdx.x == 0 && threadIdx.x == 0) move_cursor_on(end);
+    if (varies) move_cursor_on_when_read(end);
+    else if (blockIdx.x == 0 && threadIdx.x == 0) move_cursor_on(end);
 }
 
 /* The step number t comes from the pass cursor in device memory, so a recorded step is the same
  * launch every time; each thread works out the bias corrections 1 / (1 - beta^t) in double, as
  * the CPU does, which costs far less than the memory traffic. */
 __global__ void adam_kernel(float *param, float *m, float *v, const float *grad, size_t n,
-                            float lr, float beta1, float beta2, float eps, gpu_step_end end) {
+                            lr_schedule schedule, float beta1, float beta2, float eps,
+                            gpu_step_end end) {
     wait_for_previous_kernel();
     int t = end.cursor->optimizer_steps + 1;
+    float lr = schedule_lr(schedule, t - 1);
     float m_correction = (float)(1.0 / (1.0 - pow((double)beta1, t)));
     float v_correction = (float)(1.0 / (1.0 - pow((double)beta2, t)));
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -94,16 +101,17 @@ unsigned grid_for(size_t n) {
 } // namespace
 
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
-                           size_t n, float lr, float momentum, gpu_step_end end) {
+                           size_t n, lr_schedule schedule, float momentum, gpu_step_end end) {
     const bool aligned = (reinterpret_cast<uintptr_t>(param) | reinterpret_cast<uintptr_t>(velocity) |
                           reinterpret_cast<uintptr_t>(grad)) % 16 == 0;
     const size_t quads = aligned ? n / 4 : 0;
     launch_dependent(sgd_momentum_kernel, grid_for(aligned ? quads : n), THREADS, 0, stream, 1, param,
-                     velocity, grad, n, quads, lr, momentum, end); /* the tail: fewer than 4 threads */
+                     velocity, grad, n, quads, schedule, momentum, end); /* the tail: fewer than 4 threads */
 }
 
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
-                   size_t n, float lr, float beta1, float beta2, float eps, gpu_step_end end) {
-    launch_dependent(adam_kernel, grid_for(n), THREADS, 0, stream, 1, param, m, v, grad, n, lr,
+                   size_t n, lr_schedule schedule, float beta1, float beta2, float eps,
+                   gpu_step_end end) {
+    launch_dependent(adam_kernel, grid_for(n), THREADS, 0, stream, 1, param, m, v, grad, n, schedule,
                      beta1, beta2, eps, end);
 }
