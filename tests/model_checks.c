@@ -183,8 +183,9 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
     train_config config = {
         .batch = run->batch,
         .seed = run->seed,
-        .optimizer = {run->optimizer, run->optimizer == OPTIMIZER_ADAM ? 0.003f : 0.05f, 0.9f, 0.9f,
-                      0.999f, 1e-8f},
+        .optimizer = {.kind = run->optimizer,
+                      .lr = run->optimizer == OPTIMIZER_ADAM ? 0.003f : 0.05f,
+                      .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
         .feed = run->feed,
         .record_steps = run->record_steps,
     };

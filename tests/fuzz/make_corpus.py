@@ -41,14 +41,16 @@ def idx_seeds():
     write("idx", "empty", b"")
 
 
-def checkpoint(widths, adam, step, epochs, seed):
+def checkpoint(widths, adam, step, epochs, seed, version=2, schedule=(2, 10, 100, 0.3)):
     layers = len(widths) - 1
     count = sum(widths[l] * widths[l + 1] + widths[l + 1] for l in range(layers))
     arrays = 2 if adam else 1
     floats = [((seed * 7919 + i) % 2001 - 1000) / 997.0 for i in range(count * (1 + arrays))]
-    body = b"MLPCKPT\0" + struct.pack("<II", 1, layers)
+    body = b"MLPCKPT\0" + struct.pack("<II", version, layers)
     body += struct.pack("<%dI" % len(widths), *widths)
     body += struct.pack("<IIII", 1 if adam else 0, step, epochs, arrays)
+    if version >= 2:  # the learning-rate schedule: kind, warm-up, updates, lr
+        body += struct.pack("<IIIf", *schedule)
     body += struct.pack("<2f", 1 / 255.0, -0.13)
     body += struct.pack("<%df" % len(floats), *floats)
     return body + struct.pack("<I", zlib.crc32(body))
@@ -61,7 +63,8 @@ def checkpoint_seeds():
     write("checkpoint", "sgd-no-hidden-4-2", checkpoint([4, 2], adam=False, step=0, epochs=0, seed=3))
     write("checkpoint", "sgd-truncated", sgd[: len(sgd) // 2])
     write("checkpoint", "sgd-bad-checksum", sgd[:-1] + bytes([sgd[-1] ^ 1]))
-    write("checkpoint", "version-2", sgd[:8] + struct.pack("<I", 2) + sgd[12:])
+    write("checkpoint", "version-1", checkpoint([7, 5, 3], adam=False, step=12, epochs=2, seed=1, version=1))
+    write("checkpoint", "version-3", sgd[:8] + struct.pack("<I", 3) + sgd[12:])
     write("checkpoint", "empty", b"")
 
 

@@ -43,8 +43,10 @@ import peer_common as common
 PROGRAM = "jax_mlp.py"
 
 
-def build_epoch(jax, batch, count, lr, momentum, metrics, donate, unroll=1):
-    """The jitted epoch: (params, velocity, order, x, y) -> (params, velocity, loss_sum, correct).
+def build_epoch(jax, batch, count, lr, momentum, metrics, donate, unroll=1, rate=None):
+    """The jitted epoch: (params, velocity, order, x, y, first_step) -> (params, velocity,
+    loss_sum, correct). rate: the rate of update t (a traced integer), for --schedule; None: lr,
+    and first_step is not used.
 
     params and velocity are lists of (W, b); order is the epoch's permutation of the rows; x and
     y the whole training set, on the device (arguments, not closure constants, so they are not
@@ -67,25 +69,26 @@ def build_epoch(jax, batch, count, lr, momentum, metrics, donate, unroll=1):
     gradient = jax.value_and_grad(loss_fn, has_aux=True)
 
     def step(carry, index, x_all, y_all):
-        params, velocity, loss_sum, correct = carry
+        params, velocity, loss_sum, correct, t = carry
         x, y = x_all[index], y_all[index]  # the gather, on the device
         (loss, logits), grads = gradient(params, x, y)
         velocity = jax.tree_util.tree_map(lambda v, g: momentum * v + g, velocity, grads)
-        params = jax.tree_util.tree_map(lambda p, v: p - lr * v, params, velocity)
+        rate_now = lr if rate is None else rate(t)
+        params = jax.tree_util.tree_map(lambda p, v: p - rate_now * v, params, velocity)
         if metrics:
             loss_sum = loss_sum + loss * index.shape[0]
             correct = correct + jnp.sum(jnp.argmax(logits, axis=1) == y).astype(jnp.int32)
-        return params, velocity, loss_sum, correct
+        return params, velocity, loss_sum, correct, t if rate is None else t + 1
 
-    def epoch(params, velocity, order, x_all, y_all):
-        carry = (params, velocity, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+    def epoch(params, velocity, order, x_all, y_all, first_step):
+        carry = (params, velocity, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32), first_step)
         if full_steps:
             steps = order[:full_steps * batch].reshape(full_steps, batch)
             carry, _ = lax.scan(lambda c, index: (step(c, index, x_all, y_all), None), carry, steps,
                                 unroll=unroll)
         if rest:
             carry = step(carry, order[full_steps * batch:], x_all, y_all)
-        return carry
+        return carry[:4]
 
     return jax.jit(epoch, donate_argnums=(0, 1) if donate else ()), jax.jit(forward)
 
@@ -101,8 +104,14 @@ def scan_run(jax, data, device, batch, lr, args):
     jnp = jax.numpy
     x_train, y_train, x_test, y_test = data
     count = x_train.shape[0]
+    rate = None
+    if args.schedule != "constant" or args.warmup:
+        warmup, total = common.schedule_span(args, count, batch)
+        rate = lambda t: common.schedule_lr(args.schedule, lr, warmup, total, t.astype(jnp.float32),
+                                            cos=jnp.cos, where=jnp.where)  # noqa: E731
     epoch, forward = build_epoch(jax, batch, count, lr, args.momentum, not args.no_train_metrics,
-                                 donate=device.platform != "cpu", unroll=args.unroll)
+                                 donate=device.platform != "cpu", unroll=args.unroll, rate=rate)
+    steps_per_epoch = -(-count // batch)
     params = [(jax.device_put(w, device), jax.device_put(b, device))
               for w, b in common.init_parameters(args.widths, args.seed)]
     velocity = jax.tree_util.tree_map(jnp.zeros_like, params)
@@ -112,7 +121,8 @@ def scan_run(jax, data, device, batch, lr, args):
         order = jax.random.permutation(jax.random.fold_in(key, number), count).astype(jnp.int32)
         order = jax.device_put(order, device).block_until_ready()
         start = time.perf_counter()
-        params, velocity, loss_sum, correct = epoch(params, velocity, order, x_train, y_train)
+        first_step = jnp.asarray(number * steps_per_epoch, jnp.int32)
+        params, velocity, loss_sum, correct = epoch(params, velocity, order, x_train, y_train, first_step)
         block_until_ready(jax, (params, velocity, loss_sum, correct))
         train_loss, train_accuracy = float(loss_sum) / count, int(correct) / count
         times.append(time.perf_counter() - start)

@@ -105,6 +105,30 @@ def init_parameters(widths, seed):
     return parameters
 
 
+SCHEDULES = ["constant", "step", "cosine", "onecycle"]
+
+
+def schedule_span(args, count, batch):
+    """(warm-up updates, all updates) of a run of args.epochs epochs, as mlp_train plans them."""
+    total = args.epochs * -(-count // batch)
+    warmup = args.warmup if args.warmup is not None else (total * 3 // 10 if args.schedule == "onecycle" else 0)
+    return warmup, total
+
+
+def schedule_lr(kind, lr, warmup, total, t, cos=math.cos, where=None):
+    """mlp_train's core/lr_schedule.h: the rate of update t (0 first). With where (jnp.where) and
+    cos (jnp.cos), t may be a traced JAX integer."""
+    pick = where or (lambda condition, a, b: a if condition else b)
+    rest = max(total - warmup, 1)
+    p = (t - warmup) / rest
+    p = pick(p > 1.0, 1.0, p)
+    after = {"constant": lr + 0.0 * p,
+             "step": pick(p >= 0.75, lr * 0.01, pick(p >= 0.5, lr * 0.1, lr)),
+             "cosine": lr * 0.5 * (1.0 + cos(math.pi * p)),
+             "onecycle": lr * (1.0 - p)}[kind]
+    return pick(t < warmup, lr * (t + 1) / max(warmup, 1), after)
+
+
 def add_common_arguments(parser, devices, modes):
     """The options both peer programs take, with the same names as mlp_train's."""
     parser.add_argument("--data", default="data/mnist", type=Path, help="directory of the four IDX files")
@@ -116,6 +140,9 @@ def add_common_arguments(parser, devices, modes):
                         help="epochs per measurement; the first (warm-up, compilation) is not timed")
     parser.add_argument("--lr", type=float, help="learning rate (default: mlp_train's for the batch)")
     parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--schedule", default="constant", choices=SCHEDULES,
+                        help="the rate of each update, as mlp_train's --schedule")
+    parser.add_argument("--warmup", type=int, help="warm-up updates, as mlp_train's --warmup")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--no-train-metrics", action="store_true",
                         help="do not sum the training loss and accuracy on the device (mlp_train does)")

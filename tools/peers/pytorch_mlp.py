@@ -93,6 +93,8 @@ def eager_run(torch, data, device, batch, lr, args):
     generator = torch.Generator(device=device)
     generator.manual_seed(args.seed)
     times, train_loss, train_accuracy = [], float("nan"), float("nan")
+    warmup, total = common.schedule_span(args, count, batch)
+    scheduled, update = args.schedule != "constant" or warmup > 0, 0
     for _ in range(args.epochs):
         order = epoch_order(torch, generator, count, device)
         loss_sum = torch.zeros((), device=device)
@@ -106,6 +108,10 @@ def eager_run(torch, data, device, batch, lr, args):
             loss = torch.nn.functional.cross_entropy(logits, y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if scheduled:  # the rate of this update, as mlp_train's --schedule
+                for group in optimizer.param_groups:
+                    group["lr"] = common.schedule_lr(args.schedule, lr, warmup, total, update)
+                update += 1
             optimizer.step()
             if not args.no_train_metrics:
                 loss_sum += loss.detach() * len(index)
@@ -138,6 +144,8 @@ def capture_steps(torch, step, shapes, cursor):
 
 def graph_run(torch, data, device, batch, lr, args):
     """The whole step as a CUDA graph (and a second one for the last partial batch)."""
+    if args.schedule != "constant" or args.warmup:
+        raise ValueError("a CUDA graph replays its learning rate: --schedule runs in eager mode only")
     x_train, y_train, _, _ = data
     count = len(x_train)
     full_steps, rest = divmod(count, batch)
