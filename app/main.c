@@ -413,7 +413,8 @@ static int write_outputs(run_state *s, const epoch_result *epochs, int epochs_ru
     char err[ERR_SIZE];
     int status = 0;
     if (o->save_path && !save_checkpoint(s, err)) status = fail(err);
-    if (o->log_path && !report_csv(o->log_path, epochs, epochs_run, err, sizeof err))
+    if (o->log_path && !report_csv(o->log_path, epochs, epochs_run, s->validation.count > 0, err,
+                                   sizeof err))
         status = fail(err);
     return status;
 }

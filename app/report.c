@@ -256,11 +256,13 @@ void report_json(FILE *out, const run_info *info, const epoch_result *epochs, in
 typedef struct {
     const epoch_result *epochs;
     int count;
+    const char *evaluated; /* "test", or "validation" (--validation) */
 } epoch_rows;
 
 static bool write_csv(FILE *out, const void *contents) {
     const epoch_rows *rows = contents;
-    fprintf(out, "epoch,train_loss,train_accuracy,test_loss,test_accuracy,time_s,images_per_s\n");
+    fprintf(out, "epoch,train_loss,train_accuracy,%s_loss,%s_accuracy,time_s,images_per_s\n",
+            rows->evaluated, rows->evaluated);
     for (int i = 0; i < rows->count; i++) {
         const epoch_result *e = &rows->epochs[i];
         fprintf(out, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", e->epoch, e->train_loss,
@@ -269,9 +271,9 @@ static bool write_csv(FILE *out, const void *contents) {
     return !ferror(out);
 }
 
-bool report_csv(const char *path, const epoch_result *epochs, int count, char *err,
-                size_t err_size) {
-    epoch_rows rows = {epochs, count};
+bool report_csv(const char *path, const epoch_result *epochs, int count, bool validation,
+                char *err, size_t err_size) {
+    epoch_rows rows = {epochs, count, validation ? "validation" : "test"};
     return atomic_file_write(path, write_csv, &rows, err, err_size);
 }
 

@@ -74,8 +74,9 @@ void report_outcome(FILE *out, const run_info *info, const run_outcome *outcome,
 void report_json(FILE *out, const run_info *info, const epoch_result *epochs, int count,
                  const run_outcome *outcome);
 
-/* Writes the CSV whole or not at all (atomic_file.h). */
-bool report_csv(const char *path, const epoch_result *epochs, int count, char *err,
+/* Writes the CSV whole or not at all (atomic_file.h); validation: the epochs evaluated a
+ * validation split (its columns are named so). */
+bool report_csv(const char *path, const epoch_result *epochs, int count, bool validation, char *err,
                 size_t err_size);
 
 void report_evaluation(FILE *out, const run_info *info, double loss, double accuracy,
