@@ -4,8 +4,8 @@
 #     warm-up: test accuracies within 0.3 points of each other;
 #   - resume in the middle of a cosine schedule (--schedule-epochs): the bits of a run that was
 #     not interrupted; a resumed run continues its checkpoint's schedule without being told;
-#   - --validation: the same held-out images for a seed (the same results twice), the JSON says
-#     which set each figure is from, and the test set is evaluated once;
+#   - --validation: the same held-out images for a seed (the same results twice), the JSON and
+#     the CSV say which set each figure is from, and the test set is evaluated once;
 #   - --target-accuracy: stops at the first epoch that reaches it, or says it did not, exit 0.
 # Usage: schedule_test.sh MLP_TRAIN DATA_DIR DEVICE IMPL...   (gpu: exits 77 without a GPU)
 set -u
@@ -51,6 +51,11 @@ cmp -s <(field "$work/val1.json" '[(e["train_loss"], e["validation_loss"]) for e
     fail "--validation: two runs of one seed differ"
 [ "$(field "$work/val1.json" '(d["config"]["validation_images"], d["config"]["train_images"], "validation_accuracy" in d["epochs"][0], "test_accuracy" in d["epochs"][0])')" = "(5000, 55000, True, False)" ] ||
     fail "--validation: the JSON does not say 5000 validation images of 60000, per epoch: $(head -c 300 "$work/val1.json")"
+
+"$mlp_train" "${run[@]}" --impl "$impl" --epochs 1 --validation 1000 --log "$work/val.csv" >/dev/null 2>&1 ||
+    fail "--validation --log failed"
+head -1 "$work/val.csv" | grep -q ',validation_loss,validation_accuracy,' ||
+    fail "--validation: the CSV's columns are not named validation: $(head -1 "$work/val.csv")"
 
 # a target
 "$mlp_train" "${run[@]}" --impl "$impl" --epochs 5 --target-accuracy 0.5 --json >"$work/t.json" 2>/dev/null || fail "--target-accuracy 0.5 failed"
