@@ -39,7 +39,7 @@ typedef struct {
     int threads;
     dataset train, test;
     dataset validation; /* --validation: held out of train, evaluated each epoch */
-    bool usage_error;   /* the failure is the command line's (exit 2) */
+    bool usage_error;   /* a failure found after loading is the command line's (exit 2) */
     checkpoint loaded;
     bool have_checkpoint;
     mlp_shape shape;
@@ -326,9 +326,9 @@ static bool load_and_set_up(run_state *s, char *err) {
 
 /* The schedule's span (--schedule-epochs, else the checkpoint's epochs and this run's) and
  * warm-up, in updates; a run resumed without --schedule continues its checkpoint's schedule
- * where that one varies. False, with the message printed, where the warm-up takes the whole run:
+ * where that one varies. False, with the reason in err, where the warm-up takes the whole run:
  * a usage error. */
-static bool plan_schedule(run_state *s) {
+static bool plan_schedule(run_state *s, char *err) {
     cli_options *o = &s->options;
     optimizer_config *c = &o->optimizer;
     if (o->eval_only) return true;
@@ -347,12 +347,11 @@ static bool plan_schedule(run_state *s) {
     if (c->schedule == SCHEDULE_ONECYCLE && !o->warmup_given) c->warmup_steps = (int32_t)(total * 3 / 10);
     c->total_steps = (int32_t)total;
     if (c->warmup_steps == 0 || c->warmup_steps < total) return true;
-    if (speaks())
-        fprintf(stderr,
-                "mlp_train: --warmup %d is as long as the schedule or longer: it spans %ld updates "
-                "(%ld epochs of %ld); use a shorter --warmup or more --epochs\n"
-                "Try 'mlp_train --help'.\n",
-                c->warmup_steps, total, epochs, steps);
+    snprintf(err, ERR_SIZE,
+             "--warmup %d is as long as the schedule or longer: it spans %ld updates (%ld epochs "
+             "of %ld); use a shorter --warmup or more --epochs",
+             c->warmup_steps, total, epochs, steps);
+    s->usage_error = true;
     return false;
 }
 
@@ -521,14 +520,12 @@ static int run(run_state *s) {
     }
     s->threads = s->options.threads ? s->options.threads : default_threads();
     cpu_set_threads(s->threads, s->options.impl);
-    if (!load_and_set_up(s, err)) {
+    if (!load_and_set_up(s, err) || !plan_schedule(s, err)) {
         if (!s->usage_error) return fail(err);
         if (speaks()) fprintf(stderr, "mlp_train: %s\nTry 'mlp_train --help'.\n", err);
         return 2;
     }
-    if (!check_host_memory(s, err)) return fail(err);
-    if (!plan_schedule(s)) return 2;
-    if (!start_trainer(s, err)) return fail(err);
+    if (!check_host_memory(s, err) || !start_trainer(s, err)) return fail(err);
     nvtx_range_push("run");
     int status = s->options.eval_only ? evaluate_only(s) : train(s);
     nvtx_range_pop();

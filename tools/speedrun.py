@@ -2,8 +2,9 @@
 """Time to accuracy over seeds: a recipe of mlp_train, run with N seeds (10 by default), as mean
 ± standard deviation of the final test accuracy, the training time (the epochs' time_s) and the
 whole process's wall time; and the same recipe in JAX (tools/peers/jax_mlp.py, lax.scan, the
-fastest unroll of 1 and 4) and PyTorch (tools/peers/pytorch_mlp.py, eager: the mode that takes a
-schedule; with a constant rate, a CUDA graph too), each seed once, in the same run.
+faster unroll of 1 and 4) and PyTorch (tools/peers/pytorch_mlp.py, eager: the mode that takes a
+schedule; with a constant rate, its CUDA graph), each seed once, in the same run. The peers run
+at their strongest: without the training-metric sums that mlp_train computes.
 
 A peer's training time is its median epoch (its first epoch compiles and is not timed) times the
 recipe's epochs, which leaves out what its first epoch costs beyond the others; its process time
@@ -89,7 +90,7 @@ def run_peer(args, peer, options, seed):
     epochs = option_value(options, "--epochs")
     device = "cuda" if peer == "pytorch" and args.device == "gpu" else args.device  # its name for it
     base = [sys.executable, str(script), "--device", device, "--data", args.data, "--seed",
-            str(seed)] + options
+            str(seed), "--no-train-metrics"] + options
     scheduled = option_value(options, "--schedule", "constant") != "constant" or "--warmup" in options
     if peer == "jax":
         variants = [["--unroll", u] for u in ("1", "4")]
