@@ -117,6 +117,8 @@ void distributed_broadcast(void *data, size_t bytes) {
     }
 }
 
+void distributed_barrier(void) { check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
 void distributed_all_gather(const void *mine, void *all, size_t bytes) {
     if (bytes > INT_MAX) {
         fprintf(stderr, "mlp_train: internal error: an all-gather of %zu bytes a rank\n", bytes);
@@ -174,6 +176,8 @@ void distributed_broadcast(void *data, size_t bytes) {
     (void)data;
     (void)bytes; /* one rank: it has rank 0's data */
 }
+
+void distributed_barrier(void) {} /* one rank */
 
 void distributed_all_gather(const void *mine, void *all, size_t bytes) {
     memcpy(all, mine, bytes); /* one rank */

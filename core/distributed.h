@@ -41,6 +41,9 @@ void distributed_sum(float *data, size_t n);
 /* bytes of data from rank 0 to every rank (MPI_Bcast). */
 void distributed_broadcast(void *data, size_t bytes);
 
+/* Returns once every rank has called it (MPI_Barrier). */
+void distributed_barrier(void);
+
 /* Every rank's `bytes` of mine, in rank order, into all (ranks × bytes) on every rank
  * (MPI_Allgather; bytes at most INT_MAX). */
 void distributed_all_gather(const void *mine, void *all, size_t bytes);

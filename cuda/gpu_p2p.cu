@@ -16,6 +16,7 @@
 #include "cuda/gpu_p2p.h"
 #include "cuda/gpu_state.h"
 #include "libs/cuda_check.h"
+#include "util/parse_number.h"
 
 /* Messages of this many bytes or more go two-shot (measured on 2 H100s: docs/distributed.md);
  * MLP_P2P_TWO_SHOT_FROM (bytes) sets another threshold, for measuring. */
@@ -38,30 +39,23 @@ namespace {
 
 constexpr size_t FLAGS_BYTES = sizeof(unsigned long long) * P2P_MAX_RANKS * P2P_BLOCKS;
 
+/* A setting from the environment: a number of 0 or more, else fallback where it is unset. */
 double env_number(const char *name, double fallback) {
     const char *text = std::getenv(name);
-    if (!text || !*text) return fallback;
-    char *end;
-    double value = std::strtod(text, &end);
-    if (*end || value < 0) {
+    double value = fallback;
+    if (text && *text && !parse_double_in(text, 0.0, 1e18, &value)) {
         std::fprintf(stderr, "mlp_train: %s wants a number of 0 or more, not '%s'\n", name, text);
         std::exit(1);
     }
     return value;
 }
 
-/* Every rank reaches this point before any goes on. */
-void barrier_of_ranks() {
-    int mine = 0, all[P2P_MAX_RANKS]; /* gpu_p2p_possible: at most P2P_MAX_RANKS ranks */
-    distributed_all_gather(&mine, all, sizeof mine);
-}
-
 void unmap(gpu_p2p *p) {
     if (!p->block) return;
-    barrier_of_ranks(); /* no peer reads this rank's block any more */
+    distributed_barrier(); /* no peer reads this rank's block any more */
     for (int r = 0; r < p->ranks; r++)
         if (r != p->rank && p->mapped[r]) CUDA_CHECK(cudaIpcCloseMemHandle(p->mapped[r]));
-    barrier_of_ranks(); /* no peer has this rank's block mapped any more */
+    distributed_barrier(); /* no peer has this rank's block mapped any more */
     CUDA_CHECK(cudaFree(p->block));
     p->block = nullptr;
     p->capacity = 0;

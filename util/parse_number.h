@@ -5,8 +5,16 @@
 
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 bool parse_long_in(const char *text, long lo, long hi, long *out);
 bool parse_int_in(const char *text, int lo, int hi, int *out);
 bool parse_double_in(const char *text, double lo, double hi, double *out);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
