@@ -85,6 +85,12 @@ static const char USAGE_DATA_AND_TRAINING[] =
     "                          (default: 0; onecycle: 30 percent of the updates)\n"
     "  --schedule-epochs N     the epochs the schedule spans (default: the run's; a run\n"
     "                          to be resumed later spans the whole training)\n"
+    "  --weight-decay WD       decoupled weight decay (AdamW's, SGDW's): each update first\n"
+    "                          scales the weights, not the biases, by 1 - rate*WD\n"
+    "                          (default: 0)\n"
+    "  --label-smoothing E     train against labels smoothed to 1-E+E/classes and\n"
+    "                          E/classes, E in [0, 1); the training loss reported is\n"
+    "                          that loss, evaluations the plain one (default: 0)\n"
     "  --seed N                seed of the weights and the batch order (default: 42)\n"
     "  --validation N          hold out N training images (the same ones for a seed) and\n"
     "                          evaluate them each epoch; the test set is evaluated once,\n"
@@ -117,7 +123,7 @@ static const char USAGE_DATA_AND_TRAINING[] =
 
 enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
-    OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_SEED,
+    OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED,
     OPT_ALLREDUCE, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS, OPT_VALIDATION, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
@@ -137,6 +143,8 @@ static const struct option LONG_OPTIONS[] = {
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"lr", required_argument, NULL, OPT_LR},
     {"momentum", required_argument, NULL, OPT_MOMENTUM},
+    {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
+    {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
     {"seed", required_argument, NULL, OPT_SEED},
     {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
     {"schedule", required_argument, NULL, OPT_SCHEDULE},
@@ -174,6 +182,22 @@ static bool parse_int(const char *option, const char *text, long lo, long hi, in
 static bool parse_float(const char *option, const char *text, double lo, double hi, float *out) {
     double value;
     if (!parse_double_in(text, lo, hi, &value)) return usage_error("%s wants a number from %g to %g", option, lo, hi);
+    *out = (float)value;
+    return true;
+}
+
+static bool parse_weight_decay(const char *text, float *out) {
+    double value;
+    if (!parse_double_in(text, 0.0, 1e6, &value))
+        return usage_error("--weight-decay wants a number of 0 or more, such as 5e-4, not '%s'", text);
+    *out = (float)value;
+    return true;
+}
+
+static bool parse_label_smoothing(const char *text, float *out) {
+    double value;
+    if (!parse_double_in(text, 0.0, 1.0, &value) || value >= 1.0)
+        return usage_error("--label-smoothing wants a number in [0, 1), such as 0.1, not '%s'", text);
     *out = (float)value;
     return true;
 }
@@ -289,6 +313,8 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
         o->lr_given = true;
         return parse_float("--lr", arg, 1e-12, 1e6, &o->optimizer.lr);
     case OPT_MOMENTUM: return parse_float("--momentum", arg, 0.0, 0.999999, &o->optimizer.momentum);
+    case OPT_WEIGHT_DECAY: return parse_weight_decay(arg, &o->optimizer.weight_decay);
+    case OPT_LABEL_SMOOTHING: return parse_label_smoothing(arg, &o->label_smoothing);
     case OPT_SEED: return parse_seed(arg, &o->seed);
     case OPT_ALLREDUCE:
         o->allreduce = strcmp(arg, "p2p") == 0    ? ALLREDUCE_P2P
@@ -372,6 +398,11 @@ static bool check_consistency(cli_options *o, bool pinned) {
         return usage_error("--save and --log both name %s: the log would replace the checkpoint",
                            o->save_path);
     if (!o->lr_given) o->optimizer.lr = default_learning_rate(o->optimizer.kind, o->batch);
+    if ((double)o->optimizer.lr * o->optimizer.weight_decay >= 1.0)
+        return usage_error("--weight-decay %g at --lr %g would scale the weights by 1 - %g each "
+                           "update: lr times the decay must stay below 1",
+                           o->optimizer.weight_decay, o->optimizer.lr,
+                           (double)o->optimizer.lr * o->optimizer.weight_decay);
     return true;
 }
 

@@ -20,7 +20,8 @@ typedef struct {
     bool hidden_given;     /* a checkpoint's shape is used unless --hidden was given */
     int epochs;
     int batch;
-    optimizer_config optimizer;
+    optimizer_config optimizer; /* --weight-decay included */
+    float label_smoothing;
     bool lr_given;
     bool schedule_given, warmup_given;
     int schedule_epochs;   /* 0: the run's (the checkpoint's epochs and --epochs) */

@@ -356,11 +356,13 @@ static bool plan_schedule(run_state *s, char *err) {
 }
 
 static bool start_trainer(run_state *s, char *err) {
-    if (!backend_join_ranks(s->be, s->options.allreduce, err, ERR_SIZE) || !check_device_memory(s, err)) return false;
+    if (!backend_join_ranks(s->be, s->options.allreduce, err, ERR_SIZE) || !check_device_memory(s, err))
+        return false;
     train_config config = {
         .batch = s->options.batch,
         .seed = s->options.seed,
         .optimizer = s->options.optimizer,
+        .label_smoothing = s->options.label_smoothing,
         .feed = s->options.feed,
         .record_steps = s->options.graph,
         .profile = s->options.profile,

@@ -46,6 +46,10 @@ void report_header(FILE *out, const run_info *info) {
         fprintf(out, ", %s schedule over %d updates (warm-up %d)",
                 schedule_name(o->optimizer.schedule), o->optimizer.total_steps,
                 o->optimizer.warmup_steps);
+    if (o->optimizer.weight_decay != 0.0f)
+        fprintf(out, ", weight decay %g (weights)", o->optimizer.weight_decay);
+    if (o->label_smoothing != 0.0f)
+        fprintf(out, ", label smoothing %g (train_loss is the smoothed loss)", o->label_smoothing);
     fprintf(out, ", batch %d, %d epochs, seed %llu\n", o->batch, o->epochs,
             (unsigned long long)o->seed);
     fprintf(out, "execution: %s\n", execution_description(info->pass_mode));
@@ -171,6 +175,8 @@ static void json_config(FILE *out, const run_info *info) {
     json_write_string(out, schedule_name(o->optimizer.schedule));
     fprintf(out, ", \"warmup_steps\": %d, \"schedule_steps\": %d", o->optimizer.warmup_steps,
             o->optimizer.total_steps);
+    fprintf(out, ", \"weight_decay\": %.9g, \"label_smoothing\": %.9g", o->optimizer.weight_decay,
+            o->label_smoothing);
     fprintf(out, ", \"train_images\": %d, \"test_images\": %d, \"validation_images\": %d, "
                  "\"execution\": ",
             info->train_count, info->test_count, info->validation_count);

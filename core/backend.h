@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/host_device.h"
 #include "core/lr_schedule.h"
 
 typedef struct backend backend;
@@ -78,7 +79,9 @@ typedef struct {
 /* The output layer of one training step, forward and backward, with h the last hidden layer's
  * output (after its ReLU):
  *   logits = h·W + b, and each row's loss and correctness as softmax_cross_entropy writes them
- *   dlogits = grad_scale · (softmax(logits) − onehot(label))      (rows×classes, not stored)
+ *   dlogits = grad_scale · (softmax(logits) − target)      (rows×classes, not stored), target
+ *             being the one-hot label smoothed by label_smoothing (label_smoothing.h), whose
+ *             loss each row's is
  *   weight_grad = hᵀ·dlogits,  bias_grad = column sums of dlogits
  *   hidden_delta = dlogits·Wᵀ, zero where h <= 0 (the gradient w.r.t. the hidden layer's
  *                  pre-activation),  hidden_bias_grad = column sums of hidden_delta
@@ -90,6 +93,7 @@ typedef struct {
     const uint8_t *labels;   /* rows */
     int rows, in, classes;
     float grad_scale;
+    float label_smoothing;   /* 0: the plain one-hot target */
     float *weight_grad;      /* in×classes */
     float *bias_grad;        /* classes */
     float *hidden_delta;     /* rows×in */
@@ -97,6 +101,25 @@ typedef struct {
     float *row_loss, *row_correct; /* at o + r, o = cursor->first_row */
     const pass_cursor *cursor;     /* NULL: o = 0 */
 } output_layer_step;
+
+/* Decoupled weight decay (--weight-decay, as in AdamW and SGDW): an update first scales each
+ * weight by keep = 1 - lr·rate, lr being that update's scheduled rate (a multiplication of its
+ * own, rounded), then changes it as the optimizer does. Biases are not decayed: the weights are
+ * the spans [begin[i], end[i]) of the flat parameter array (model.h's layout). A rate of 0 leaves
+ * the updates as they are without decay, to the bit. */
+#define WEIGHT_DECAY_MAX_SPANS 16
+typedef struct {
+    float rate;
+    int spans;
+    int64_t begin[WEIGHT_DECAY_MAX_SPANS], end[WEIGHT_DECAY_MAX_SPANS];
+} weight_decay;
+
+/* Whether parameter i is one of the weights that decay. */
+MLP_HOST_DEVICE static inline bool weight_decays(const weight_decay *decay, int64_t i) {
+    for (int s = 0; s < decay->spans; s++)
+        if (i >= decay->begin[s] && i < decay->end[s]) return true;
+    return false;
+}
 
 /* Where the training batches come from on a GPU (the CPU always reads host memory in place). */
 typedef enum {
@@ -129,6 +152,7 @@ typedef struct {
     int batch;                         /* rows per step; the last step takes the remainder */
     float *row_loss, *row_correct;     /* per-sample loss and correctness, samples each */
     pass_cursor *cursor;               /* {0, updates so far} before; past the last step after */
+    float label_smoothing;             /* of the training loss (label_smoothing.h) */
 } training_pass;
 
 struct backend {
@@ -158,17 +182,18 @@ struct backend {
     gemm_fn *gemm;
 
     /* For each of rows rows of logits (rows×classes), stably, with o = cursor->first_row
-     * (0 when cursor is NULL), the row's place in the pass:
-     *   row_loss[o+r]    = logsumexp(logits[r]) - logits[r][labels[r]]
+     * (0 when cursor is NULL), the row's place in the pass, and target[r] the one-hot label
+     * smoothed by label_smoothing (label_smoothing.h; 0 for the plain loss):
+     *   row_loss[o+r]    = logsumexp(logits[r]) - sum over c of target[r][c]·logits[r][c]
      *   row_correct[o+r] = 1 if argmax(logits[r]) == labels[r] else 0  (first maximum wins)
      *   prediction[o+r]  = argmax(logits[r])                              (skipped if NULL)
-     *   grad[r][c]       = grad_scale * (softmax(logits[r])[c] - (c == labels[r]))  (skipped if NULL)
+     *   grad[r][c]       = grad_scale * (softmax(logits[r])[c] - target[r][c])  (skipped if NULL)
      *   bias_grad[c]     = sum over r of grad[r][c]: the output layer's bias gradient
      *                      (skipped if NULL; needs grad) */
     void (*softmax_cross_entropy)(backend *be, const float *logits, const uint8_t *labels, int rows,
-                                  int classes, float grad_scale, float *grad, float *bias_grad,
-                                  float *row_loss, float *row_correct, int32_t *prediction,
-                                  const pass_cursor *cursor);
+                                  int classes, float grad_scale, float label_smoothing, float *grad,
+                                  float *bias_grad, float *row_loss, float *row_correct,
+                                  int32_t *prediction, const pass_cursor *cursor);
 
     /* ---- the output layer of a training step in one operation (optional) ----
      * output_layer_prepare says whether output_layer can run this output layer (in inputs,
@@ -189,14 +214,15 @@ struct backend {
      * (they are one flat array), then moves the step's cursor on as advance_cursor(cursor, rows)
      * does: in one operation, so that on the GPU the update's kernel is the step's last.
      * The rate lr is schedule_lr(schedule, cursor->optimizer_steps), read before the move.
+     * First the weights decay (weight_decay above), then:
      * SGD: velocity = momentum * velocity + grad;  param -= lr * velocity  (PyTorch's convention).
      * Adam: with bias correction, at step t = cursor->optimizer_steps + 1. */
     void (*sgd_momentum_step)(backend *be, float *param, float *velocity, const float *grad,
-                              size_t n, lr_schedule schedule, float momentum, pass_cursor *cursor,
-                              int rows);
+                              size_t n, lr_schedule schedule, float momentum,
+                              const weight_decay *decay, pass_cursor *cursor, int rows);
     void (*adam_step)(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
                       lr_schedule schedule, float beta1, float beta2, float eps,
-                      pass_cursor *cursor, int rows);
+                      const weight_decay *decay, pass_cursor *cursor, int rows);
 
     /* cursor->first_row += rows, cursor->optimizer_steps += 1: where a pass moves on without an
      * update (the test pass). */

@@ -16,11 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define MLP_HOST_DEVICE __host__ __device__
-#else
-#define MLP_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 typedef enum { SCHEDULE_CONSTANT, SCHEDULE_STEP, SCHEDULE_COSINE, SCHEDULE_ONECYCLE, SCHEDULE_KINDS } schedule_kind;
 

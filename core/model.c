@@ -138,7 +138,7 @@ void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, const pass_metr
               const pass_cursor *cursor) {
     const mlp_shape *s = &model->shape;
     model->be->softmax_cross_entropy(model->be, model->activations[s->layers - 1], labels, rows,
-                                     s->width[s->layers], 1.0f, NULL, NULL, metrics->row_loss,
+                                     s->width[s->layers], 1.0f, 0.0f, NULL, NULL, metrics->row_loss,
                                      metrics->row_correct, metrics->prediction, cursor);
 }
 
@@ -156,6 +156,7 @@ static void fused_output_layer(mlp_model *model, const uint8_t *labels, int rows
         .in = s->width[last],
         .classes = s->width[last + 1],
         .grad_scale = grad_scale,
+        .label_smoothing = model->label_smoothing,
         .weight_grad = model->grads + s->weight_offset[last],
         .bias_grad = model->grads + s->bias_offset[last],
         .hidden_delta = model->deltas[(last - 1) % 2],
@@ -184,7 +185,8 @@ void mlp_forward_loss(mlp_model *model, const float *x, const uint8_t *labels, i
     }
     forward_layers(model, x, rows, s->layers);
     model->be->softmax_cross_entropy(model->be, model->activations[last], labels, rows,
-                                     s->width[s->layers], grad_scale, model->deltas[last % 2],
+                                     s->width[s->layers], grad_scale, model->label_smoothing,
+                                     model->deltas[last % 2],
                                      model->grads + s->bias_offset[last], metrics->row_loss,
                                      metrics->row_correct, metrics->prediction, cursor);
 }

@@ -51,6 +51,7 @@ typedef struct {
     /* The backend runs a training step's output layer, forward and backward, in one operation
      * (backend.h, output_layer): a hidden layer's delta and bias gradient come with the loss. */
     bool output_layer_fused;
+    float label_smoothing; /* of mlp_forward_loss's loss (label_smoothing.h); 0 from create */
 } mlp_model;
 
 mlp_model *mlp_model_create(backend *be, const mlp_shape *shape, int max_rows);
@@ -68,11 +69,12 @@ typedef struct {
 
 /* Softmax cross-entropy of the logits (mlp_forward's) against labels: each row's loss and
  * correctness (and prediction) into metrics, at the rows starting at cursor->first_row (0 if
- * cursor is NULL). For evaluation: no gradient. */
+ * cursor is NULL). For evaluation: no gradient, and the plain loss (no label smoothing). */
 void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, const pass_metrics *metrics,
               const pass_cursor *cursor);
 
-/* A training step's forward pass and loss: the metrics as mlp_loss writes them, and the gradient
+/* A training step's forward pass and loss: the metrics as mlp_loss writes them (the loss with
+ * model->label_smoothing's target), and the gradient
  * w.r.t. the logits of the rows' summed loss divided by batch_rows, kept for mlp_backward, with
  * the output layer's bias gradient. That is the gradient of the batch's mean loss when
  * batch_rows == rows; when these rows are one rank's share of a batch of batch_rows rows, the

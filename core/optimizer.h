@@ -7,6 +7,7 @@
 
 #include "core/backend.h"
 #include "core/lr_schedule.h"
+#include "core/model.h"
 
 typedef enum { OPTIMIZER_SGD, OPTIMIZER_ADAM } optimizer_kind;
 
@@ -19,12 +20,14 @@ typedef struct optimizer_config {
     float beta1;    /* Adam */
     float beta2;
     float eps;
+    float weight_decay; /* decoupled, of the weights only (backend.h); 0: none */
 } optimizer_config;
 
 typedef struct {
     optimizer_config config;
     backend *be;
     size_t count;
+    weight_decay decay; /* config.weight_decay over the model's weights */
     float *state[2]; /* SGD: velocity; Adam: first and second moments */
     int state_arrays; /* 1 for SGD, 2 for Adam */
     int step;         /* updates made so far, as the host counts them (for checkpoints); the
@@ -33,8 +36,8 @@ typedef struct {
 
 const char *optimizer_name(optimizer_kind kind);
 
-/* State arrays start at zero. */
-optimizer *optimizer_create(backend *be, optimizer_config config, size_t count);
+/* For the parameters of a model of this shape. State arrays start at zero. */
+optimizer *optimizer_create(backend *be, optimizer_config config, const mlp_shape *shape);
 void optimizer_destroy(optimizer *opt);
 
 /* The rate of each update, as config describes it. */

@@ -297,6 +297,7 @@ static training_pass whole_pass(trainer *t) {
         .row_loss = t->train_metrics.row_loss,
         .row_correct = t->train_metrics.row_correct,
         .cursor = t->train_cursor,
+        .label_smoothing = t->config.label_smoothing,
     };
 }
 
@@ -331,8 +332,9 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     t->epochs_done = epochs_done;
     int max_rows = trainer_max_rows(config->batch);
     t->model = mlp_model_create(be, shape, max_rows);
+    t->model->label_smoothing = config->label_smoothing;
     be->upload(be, t->model->params, initial_params, shape->param_count * sizeof(float));
-    t->opt = optimizer_create(be, config->optimizer, shape->param_count);
+    t->opt = optimizer_create(be, config->optimizer, shape);
     if (optimizer_state) {
         for (int i = 0; i < t->opt->state_arrays; i++)
             be->upload(be, t->opt->state[i], optimizer_state + (size_t)i * shape->param_count,

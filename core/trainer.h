@@ -30,6 +30,7 @@ typedef struct {
     int batch;
     uint64_t seed;
     optimizer_config optimizer;
+    float label_smoothing; /* of the training loss (label_smoothing.h) */
     feed_options feed;
     bool record_steps; /* record a step once and replay it, where the backend and feed allow */
     bool profile;  /* time each phase with the backend's stamps */

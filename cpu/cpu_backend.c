@@ -114,12 +114,13 @@ static void nothing_to_wait_for(backend *be) { (void)be; }
 static int32_t first_row(const pass_cursor *cursor) { return cursor ? cursor->first_row : 0; }
 
 static void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labels, int rows,
-                                  int classes, float grad_scale, float *grad, float *bias_grad,
-                                  float *row_loss, float *row_correct, int32_t *prediction,
-                                  const pass_cursor *cursor) {
+                                  int classes, float grad_scale, float label_smoothing, float *grad,
+                                  float *bias_grad, float *row_loss, float *row_correct,
+                                  int32_t *prediction, const pass_cursor *cursor) {
     double started = wall_seconds();
     int32_t o = first_row(cursor);
-    cpu_softmax_cross_entropy(logits, labels, rows, classes, grad_scale, grad, row_loss + o,
+    cpu_softmax_cross_entropy(logits, labels, rows, classes, grad_scale, label_smoothing, grad,
+                              row_loss + o,
                               row_correct + o, prediction ? prediction + o : NULL);
     if (bias_grad) cpu_column_sums(grad, rows, classes, bias_grad);
     count_other(be, started);
@@ -165,21 +166,23 @@ static void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
 }
 
 static void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad,
-                              size_t n, lr_schedule lr, float momentum, pass_cursor *cursor,
-                              int rows) {
+                              size_t n, lr_schedule schedule, float momentum,
+                              const weight_decay *decay, pass_cursor *cursor, int rows) {
     double started = wall_seconds();
-    cpu_sgd_momentum_step(param, velocity, grad, n, schedule_lr(lr, cursor->optimizer_steps),
-                          momentum);
+    float lr = schedule_lr(schedule, cursor->optimizer_steps);
+    cpu_decay_weights(param, decay, lr);
+    cpu_sgd_momentum_step(param, velocity, grad, n, lr, momentum);
     advance_cursor(be, cursor, rows);
     count_other(be, started);
 }
 
 static void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-                      lr_schedule lr, float beta1, float beta2, float eps, pass_cursor *cursor,
-                      int rows) {
+                      lr_schedule schedule, float beta1, float beta2, float eps,
+                      const weight_decay *decay, pass_cursor *cursor, int rows) {
     double started = wall_seconds();
-    cpu_adam_step(param, m, v, grad, n, schedule_lr(lr, cursor->optimizer_steps), beta1, beta2, eps,
-                  cursor->optimizer_steps + 1);
+    float lr = schedule_lr(schedule, cursor->optimizer_steps);
+    cpu_decay_weights(param, decay, lr);
+    cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, cursor->optimizer_steps + 1);
     advance_cursor(be, cursor, rows);
     count_other(be, started);
 }

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <omp.h>
 
+#include "core/label_smoothing.h"
+
 /* Below this many elements of a memory-bound loop a parallel region costs more than it saves. */
 #define PARALLEL_MIN_ELEMENTS 32768
 
@@ -63,7 +65,8 @@ void cpu_relu_backward(float *grad, const float *activation, int rows, int cols,
 
 /* One row: subtract the maximum before exponentiating, so logits of ±1e4 stay finite. */
 void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, float grad_scale,
-                                   float *grad, float *loss, float *correct, int32_t *prediction) {
+                                   float smoothing, float *grad, float *loss, float *correct,
+                                   int32_t *prediction) {
     int best = 0;
     for (int c = 1; c < classes; c++)
         if (logits[c] > logits[best]) best = c;
@@ -74,24 +77,30 @@ void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, 
         if (grad) grad[c] = e; /* kept for the gradient: one exponential per class */
         sum += e;
     }
-    *loss = logf(sum) - (logits[label] - max);
+    float target_logit = logits[label] - max; /* sum over c of target[c]·(logits[c] - max) */
+    if (smoothing != 0.0f) {
+        target_logit = 0.0f;
+        for (int c = 0; c < classes; c++)
+            target_logit += smoothed_target(c == label, smoothing, classes) * (logits[c] - max);
+    }
+    *loss = logf(sum) - target_logit;
     *correct = (best == label) ? 1.0f : 0.0f;
     if (prediction) *prediction = best;
     if (grad) {
         for (int c = 0; c < classes; c++) {
             float probability = grad[c] / sum;
-            grad[c] = grad_scale * (probability - (c == label ? 1.0f : 0.0f));
+            grad[c] = grad_scale * (probability - smoothed_target(c == label, smoothing, classes));
         }
     }
 }
 
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
-                               float grad_scale, float *grad, float *row_loss, float *row_correct,
-                               int32_t *prediction) {
+                               float grad_scale, float smoothing, float *grad, float *row_loss,
+                               float *row_correct, int32_t *prediction) {
 #pragma omp parallel for if ((long)rows * classes >= SOFTMAX_PARALLEL_MIN_ELEMENTS)
     for (int r = 0; r < rows; r++) {
         size_t offset = (size_t)r * classes;
-        cpu_softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale,
+        cpu_softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale, smoothing,
                                   grad ? grad + offset : NULL, &row_loss[r], &row_correct[r],
                                   prediction ? &prediction[r] : NULL);
     }
@@ -124,6 +133,14 @@ float cpu_sum(const float *x, size_t n) {
     double total = 0.0;
     for (size_t i = 0; i < n; i++) total += x[i];
     return (float)total;
+}
+
+void cpu_decay_weights(float *param, const weight_decay *decay, float lr) {
+    float keep = 1.0f - lr * decay->rate;
+    for (int s = 0; s < decay->spans; s++) {
+#pragma omp parallel for schedule(static) if (decay->end[s] - decay->begin[s] >= PARALLEL_MIN_ELEMENTS)
+        for (int64_t i = decay->begin[s]; i < decay->end[s]; i++) param[i] *= keep;
+    }
 }
 
 void cpu_sgd_momentum_step(float *restrict param, float *restrict velocity,

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/backend.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,20 +24,24 @@ void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ld
 void cpu_relu_backward(float *grad, const float *activation, int rows, int cols, int ld);
 
 /* One row of cpu_softmax_cross_entropy: its loss and correctness, the gradient (grad_scale ·
- * (softmax − onehot)) into grad and the first maximum's index into prediction, each skipped
- * if NULL. */
+ * (softmax − target), the one-hot label smoothed by smoothing: label_smoothing.h) into grad and
+ * the first maximum's index into prediction, each skipped if NULL. */
 void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, float grad_scale,
-                                   float *grad, float *loss, float *correct, int32_t *prediction);
+                                   float smoothing, float *grad, float *loss, float *correct,
+                                   int32_t *prediction);
 
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
-                               float grad_scale, float *grad, float *row_loss, float *row_correct,
-                               int32_t *prediction);
+                               float grad_scale, float smoothing, float *grad, float *row_loss,
+                               float *row_correct, int32_t *prediction);
 
 /* Each column summed in row order, so the result does not depend on the thread count. */
 void cpu_column_sums(const float *matrix, int rows, int cols, float *sums);
 
 /* Sum accumulated in double in index order, rounded to float once. */
 float cpu_sum(const float *x, size_t n);
+
+/* Decoupled weight decay: each weight of decay's spans times 1 - lr·rate (backend.h). */
+void cpu_decay_weights(float *param, const weight_decay *decay, float lr);
 
 void cpu_sgd_momentum_step(float *param, float *velocity, const float *grad, size_t n, float lr,
                            float momentum);

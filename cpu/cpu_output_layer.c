@@ -9,7 +9,7 @@
  *          Wt = Wᵀ, its rows padded to HP = H rounded up to LANES (C×HP, zeros past H)
  *   The rows go in chunks of CHUNK_ROWS, the chunks shared out among the threads; per chunk:
  *     logits = b + h·Wp          tiles of GROUP rows × LANES classes, summed over k in order
- *     per row: softmax → loss, correctness, dl[c] = grad_scale·(p[c] − [c == label])
+ *     per row: softmax → loss, correctness, dl[c] = grad_scale·(p[c] − target[c]) (backend.h)
  *     dh = dl·Wt, 0 where h <= 0 tiles of GROUP rows × LANES hidden units, over c in order;
  *                                written to hidden_delta
  *     the chunk's plane:  db = Σ dl,  dbh = Σ dh,  dW = hᵀ·dl   (rows in order; dW in tiles of
@@ -194,7 +194,7 @@ static void run_chunk(const output_layer_step *p, layer_size s, const float *wp,
     for (int r = 0; r < CHUNK_ROWS; r++) {
         if (r < rows)
             cpu_softmax_cross_entropy_row(logits[r], p->labels[first + r], s.C, p->grad_scale,
-                                          dl[r], &p->row_loss[metrics_row + r],
+                                          p->label_smoothing, dl[r], &p->row_loss[metrics_row + r],
                                           &p->row_correct[metrics_row + r], NULL);
         for (int c = r < rows ? s.C : 0; c < s.CP; c++) dl[r][c] = 0.0f;
     }

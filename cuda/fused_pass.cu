@@ -187,6 +187,8 @@ void fused_pass_run(backend *be, const training_pass *pass) {
     args.beta1 = o->beta1;
     args.beta2 = o->beta2;
     args.eps = o->eps;
+    args.weight_decay = o->weight_decay;
+    args.label_smoothing = pass->label_smoothing;
     args.samples = pass->samples;
     args.batch = pass->batch;
     args.row_loss = pass->row_loss;

@@ -183,11 +183,12 @@ size_t memory_available(backend *be) {
 /* ---- the other operations: kernels/ ---- */
 
 void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labels, int rows,
-                           int classes, float grad_scale, float *grad, float *bias_grad,
-                           float *row_loss, float *row_correct, int32_t *prediction,
-                           const pass_cursor *cursor) {
+                           int classes, float grad_scale, float label_smoothing, float *grad,
+                           float *bias_grad, float *row_loss, float *row_correct,
+                           int32_t *prediction, const pass_cursor *cursor) {
     gpu_state *gpu = gpu_of(be);
-    gpu_softmax_cross_entropy(gpu->stream, logits, labels, rows, classes, grad_scale, grad,
+    gpu_softmax_cross_entropy(gpu->stream, logits, labels, rows, classes, grad_scale,
+                              label_smoothing, grad,
                               bias_grad, row_loss, row_correct, prediction, cursor,
                               gpu->softmax_scratch);
 }
@@ -230,18 +231,20 @@ void sum(backend *be, const float *x, size_t n, float *result) {
 }
 
 void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad, size_t n,
-                       lr_schedule lr, float momentum, pass_cursor *cursor, int rows) {
+                       lr_schedule lr, float momentum, const weight_decay *decay,
+                       pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu);
-    gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum,
+    gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum, *decay,
                           gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 
 void adam_step(backend *be, float *param, float *m, float *v, const float *grad, size_t n,
-               lr_schedule lr, float beta1, float beta2, float eps, pass_cursor *cursor, int rows) {
+               lr_schedule lr, float beta1, float beta2, float eps, const weight_decay *decay,
+               pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu);
-    gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps,
+    gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps, *decay,
                   gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 

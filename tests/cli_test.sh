@@ -68,6 +68,11 @@ expect 2 '--warmup 118 is as long as the schedule or longer: it spans 118 update
     "$mlp_train" "${quick[@]}" --schedule cosine --warmup 118
 expect 2 '--validation 60000 leaves no training images' -- "$mlp_train" "${quick[@]}" --validation 60000
 expect 2 '--validation wants an integer' -- "$mlp_train" --validation 0
+expect 2 "--weight-decay wants a number of 0 or more" -- "$mlp_train" --weight-decay -0.1
+expect 2 "--weight-decay wants a number of 0 or more" -- "$mlp_train" --weight-decay abc
+expect 2 "lr times the decay must stay below 1" -- "$mlp_train" --lr 0.5 --weight-decay 2
+expect 2 "--label-smoothing wants a number in \[0, 1\)" -- "$mlp_train" --label-smoothing 1
+expect 2 "--label-smoothing wants a number in \[0, 1\)" -- "$mlp_train" --label-smoothing -0.1
 expect 2 "--target-accuracy wants an accuracy in \(0, 1\]" -- "$mlp_train" --target-accuracy 0
 expect 2 "--target-accuracy wants an accuracy in \(0, 1\]" -- "$mlp_train" --target-accuracy 1.5
 expect 2 '--validation and --target-accuracy apply to training' -- "$mlp_train" --load x --eval --validation 10
@@ -96,6 +101,12 @@ needs_gpu 'no GPU here .*--precision bf16 needs the GPU' -- \
 # --precision fp32 on the CPU: the default, named in the header and in the JSON config
 expect 0 '^precision: fp32$' -- "$mlp_train" "${quick[@]}" --precision fp32
 expect 0 '"config": \{.*"precision": "fp32"' -- "$mlp_train" "${quick[@]}" --json
+
+# weight decay and label smoothing: named in the header and in the JSON config
+expect 0 '^training: .*weight decay 0.0005 \(weights\), label smoothing 0.1 \(train_loss is the smoothed loss\)' -- \
+    "$mlp_train" "${quick[@]}" --weight-decay 5e-4 --label-smoothing 0.1
+expect 0 '"weight_decay": 0.000500000024, "label_smoothing": 0.100000001' -- \
+    "$mlp_train" "${quick[@]}" --weight-decay 5e-4 --label-smoothing 0.1 --json
 
 # no --impl: the fastest for the device (on the CPU, tiled); the header and the JSON name the
 # thread count asked for (the backend is made on another thread, which once reported its own)

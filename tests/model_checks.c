@@ -32,17 +32,22 @@ typedef struct {
     pass_metrics metrics;  /* on the backend, CHECK_ROWS each */
 } check_setup;
 
-/* Mean loss of the model with parameters `params` (host), computed on the backend. */
-static double mean_loss(check_setup *s, const float *params) {
+/* The objective whose gradient is checked, of the model with parameters `params` (host): the
+ * training step's mean loss (with the model's label smoothing), computed on the backend, plus
+ * weight_decay / 2 times the sum of the weights' squares (not the biases'). */
+static double objective(check_setup *s, const float *params, float weight_decay) {
     backend *be = s->be;
+    const mlp_shape *shape = &s->model->shape;
     float losses[CHECK_ROWS];
-    be->upload(be, s->model->params, params, s->model->shape.param_count * sizeof(float));
-    mlp_forward(s->model, s->x, CHECK_ROWS);
-    mlp_loss(s->model, s->labels, CHECK_ROWS, &s->metrics, NULL);
+    be->upload(be, s->model->params, params, shape->param_count * sizeof(float));
+    mlp_forward_loss(s->model, s->x, s->labels, CHECK_ROWS, CHECK_ROWS, &s->metrics, NULL);
     be->download(be, losses, s->metrics.row_loss, sizeof losses);
-    double total = 0.0;
+    double total = 0.0, squares = 0.0;
     for (int r = 0; r < CHECK_ROWS; r++) total += losses[r];
-    return total / CHECK_ROWS;
+    for (int l = 0; l < shape->layers; l++)
+        for (size_t i = 0; i < (size_t)shape->width[l] * shape->width[l + 1]; i++)
+            squares += (double)params[shape->weight_offset[l] + i] * params[shape->weight_offset[l] + i];
+    return total / CHECK_ROWS + 0.5 * weight_decay * squares;
 }
 
 static void analytic_gradient(check_setup *s, const float *params, float *grads) {
@@ -52,6 +57,28 @@ static void analytic_gradient(check_setup *s, const float *params, float *grads)
     mlp_forward_loss(s->model, s->x, s->labels, CHECK_ROWS, CHECK_ROWS, &s->metrics, NULL);
     mlp_backward(s->model, s->x, CHECK_ROWS);
     be->download(be, grads, s->model->grads, n * sizeof(float));
+}
+
+/* The gradient as one update of the backend's SGD (no momentum, zero velocity, rate
+ * DESCENT_RATE) with decoupled weight decay moves the parameters: (params - after) / rate.
+ * For plain SGD, decay at rate wd is a step down the gradient of wd / 2 · |weights|². */
+#define DESCENT_RATE 0.1f
+static void gradient_of_one_update(check_setup *s, const float *params, float weight_decay,
+                                   float *grads) {
+    backend *be = s->be;
+    const mlp_shape *shape = &s->model->shape;
+    size_t n = shape->param_count;
+    optimizer_config config = {.kind = OPTIMIZER_SGD, .lr = DESCENT_RATE, .momentum = 0.0f,
+                               .weight_decay = weight_decay};
+    optimizer *opt = optimizer_create(be, config, shape);
+    pass_cursor *cursor = be->alloc(be, sizeof(pass_cursor));
+    be->upload(be, cursor, &(pass_cursor){0, 0}, sizeof(pass_cursor));
+    analytic_gradient(s, params, grads); /* leaves params in the model */
+    optimizer_step(opt, s->model->params, s->model->grads, cursor, CHECK_ROWS);
+    be->download(be, grads, s->model->params, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) grads[i] = (float)(((double)params[i] - grads[i]) / DESCENT_RATE);
+    be->release(be, cursor);
+    optimizer_destroy(opt);
 }
 
 /* The smallest |pre-activation| of any hidden unit on any row, computed on the host in double.
@@ -92,7 +119,8 @@ static void draw_check_problem(const mlp_shape *shape, uint64_t seed, float *par
     } while (closest_to_kink(shape, params, x) < KINK_MARGIN);
 }
 
-double gradient_check_error(backend *be, uint64_t seed, float scale_analytic) {
+double gradient_check_error(backend *be, uint64_t seed, float scale_analytic,
+                            gradient_check_options options) {
     mlp_shape shape;
     char err[256];
     if (!mlp_shape_make(&shape, CHECK_INPUTS, (const int[]){9, 7}, 2, CHECK_CLASSES, err, sizeof err)) {
@@ -111,16 +139,20 @@ double gradient_check_error(backend *be, uint64_t seed, float scale_analytic) {
                       be->alloc(be, CHECK_ROWS * sizeof(float)), NULL}};
     be->upload(be, s.x, x, sizeof x);
     be->upload(be, s.labels, labels, sizeof labels);
-    analytic_gradient(&s, params, analytic);
+    s.model->label_smoothing = options.label_smoothing;
+    if (options.weight_decay != 0.0f)
+        gradient_of_one_update(&s, params, options.weight_decay, analytic);
+    else
+        analytic_gradient(&s, params, analytic);
 
     const float step = 1e-3f;
     double diff = 0.0, norm = 0.0;
     for (size_t i = 0; i < n; i++) {
         float saved = params[i];
         params[i] = saved + step;
-        double up = mean_loss(&s, params);
+        double up = objective(&s, params, options.weight_decay);
         params[i] = saved - step;
-        double down = mean_loss(&s, params);
+        double down = objective(&s, params, options.weight_decay);
         params[i] = saved;
         double numeric = (up - down) / (2.0 * step);
         double a = (double)analytic[i] * scale_analytic;
@@ -185,7 +217,9 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
         .seed = run->seed,
         .optimizer = {.kind = run->optimizer,
                       .lr = run->optimizer == OPTIMIZER_ADAM ? 0.003f : 0.05f,
-                      .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
+                      .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                      .weight_decay = run->regularized ? REGULARIZATION_WEIGHT_DECAY : 0.0f},
+        .label_smoothing = run->regularized ? REGULARIZATION_LABEL_SMOOTHING : 0.0f,
         .feed = run->feed,
         .record_steps = run->record_steps,
     };

@@ -11,17 +11,31 @@
 #include "core/dataset.h"
 #include "core/optimizer.h"
 
+/* What the gradient check's objective includes besides the plain mean loss. */
+typedef struct {
+    float label_smoothing; /* the loss against smoothed labels (label_smoothing.h) */
+    float weight_decay;    /* not 0: + weight_decay / 2 · |weights|², and the analytic gradient
+                            * read from one SGD update with that decoupled decay (backend.h) */
+} gradient_check_options;
+
 /* Gradient check of a small MLP (13-9-7-5, 6 samples, random weights and biases, drawn so that
  * no ReLU input sits near its kink) on `be`:
  * returns ‖analytic − central difference‖ / ‖central difference‖ over all parameters.
  * With scale_analytic != 1 the analytic gradient is scaled before comparing, to prove the check
  * notices a wrong gradient. */
-double gradient_check_error(backend *be, uint64_t seed, float scale_analytic);
+double gradient_check_error(backend *be, uint64_t seed, float scale_analytic,
+                            gradient_check_options options);
 
 /* The bound for gradient_check_error: central differences of a float loss (~1.6, rounding
  * ~1e-7) with step 1e-3 carry ~1e-4 absolute noise per derivative; over the whole vector that
  * measured 1e-4 to 2.5e-4 relative (20 seeds, CPU). A gradient 10% off scores 0.1. */
 #define GRADIENT_CHECK_BOUND 2e-3
+
+/* The objectives every implementation's gradient is checked on: the plain loss, label
+ * smoothing, weight decay (biases left out), and both. */
+#define GRADIENT_CHECK_CASES 4
+static const gradient_check_options GRADIENT_CHECK_OPTIONS[GRADIENT_CHECK_CASES] = {
+    {0.0f, 0.0f}, {0.2f, 0.0f}, {0.0f, 0.5f}, {0.1f, 0.3f}};
 
 typedef struct {
     optimizer_kind optimizer;
@@ -33,6 +47,7 @@ typedef struct {
     bool record_steps;     /* record a step once and replay it (CUDA graphs), where possible */
     int epochs;            /* 0 means 1 */
     int samples;           /* training images; 0: steps batches, the last a partial one */
+    bool regularized;      /* with weight decay and label smoothing (REGULARIZATION below) */
 } synthetic_run;
 
 typedef struct {
@@ -42,6 +57,12 @@ typedef struct {
     double test_accuracy;
     const char *pass_mode;    /* how the trainer ran the passes: "direct", "recorded", "whole" */
 } synthetic_result;
+
+/* The weight decay and label smoothing of a regularized synthetic run: large enough to change
+ * the parameters by far more than the agreement bounds (lr 0.05 · 0.5 shrinks SGD's weights
+ * by 2.5% a step). */
+#define REGULARIZATION_WEIGHT_DECAY 0.5f
+#define REGULARIZATION_LABEL_SMOOTHING 0.1f
 
 /* Trains a 64-32-16-10 MLP (or 64-hidden-10) for run->epochs epochs on synthetic data (random
  * 8×8 images whose label depends on the pixels) and returns its parameters (malloc'd, *count

@@ -37,7 +37,7 @@ static int row_logits(const float *h, const float *w, const float *b, int in, in
 
 void output_layer_reference_compute(output_layer_reference *ref, const float *h, const float *w,
                                     const float *b, const uint8_t *labels, int rows, int in,
-                                    int classes, double grad_scale) {
+                                    int classes, double grad_scale, double smoothing) {
     size_t weights = (size_t)in * classes, deltas = (size_t)rows * in;
     *ref = (output_layer_reference){.rows = rows, .in = in, .classes = classes};
     ref->loss = zeroed(rows, sizeof(double));
@@ -56,10 +56,12 @@ void output_layer_reference_compute(output_layer_reference *ref, const float *h,
         const float *hr = h + (size_t)r * in;
         double log_sum;
         int best = row_logits(hr, w, b, in, classes, z, &ref->top_gap[r], &log_sum);
-        ref->loss[r] = log_sum - (z[labels[r]] - z[best]);
+        ref->loss[r] = log_sum;
         ref->correct[r] = best == labels[r] ? 1.0f : 0.0f;
         for (int c = 0; c < classes; c++) {
-            dl[c] = grad_scale * (exp(z[c] - z[best] - log_sum) - (c == labels[r] ? 1 : 0));
+            double target = (c == labels[r] ? 1.0 - smoothing : 0.0) + smoothing / classes;
+            ref->loss[r] -= target * (z[c] - z[best]);
+            dl[c] = grad_scale * (exp(z[c] - z[best] - log_sum) - target);
             ref->bias_grad[c] += dl[c];
             ref->bias_size[c] += fabs(dl[c]);
         }

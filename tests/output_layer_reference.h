@@ -19,10 +19,11 @@ typedef struct {
     double *top_gap; /* per row: best logit minus the runner-up (a near tie may flip) */
 } output_layer_reference;
 
-/* h is rows×in, w in×classes, b classes; grad_scale as output_layer_step's. */
+/* h is rows×in, w in×classes, b classes; grad_scale and smoothing as output_layer_step's
+ * grad_scale and label_smoothing. */
 void output_layer_reference_compute(output_layer_reference *ref, const float *h, const float *w,
                                     const float *b, const uint8_t *labels, int rows, int in,
-                                    int classes, double grad_scale);
+                                    int classes, double grad_scale, double smoothing);
 void output_layer_reference_free(output_layer_reference *ref);
 
 /* Each output's ‖got − want‖ / ‖size‖ (the loss: relative to 1 a row), infinite where anything

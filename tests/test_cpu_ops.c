@@ -143,10 +143,18 @@ static void test_elementwise(rng *r) {
 #define SOFTMAX_GRAD_RELATIVE 1e-5       /* of the probability */
 #define SOFTMAX_GRAD_ABSOLUTE 2e-7       /* p - 1 and the scaling */
 #define SOFTMAX_ROW_SUM_TOLERANCE 1e-5   /* sum of a row's gradient, of |grad_scale| */
+/* With label smoothing the loss also sums target[c]·(logit[c] - max) over the classes in float:
+ * at most classes roundings of a partial sum no larger than the row's logit range. */
+static double smoothed_loss_rounding(const float *logits, int classes) {
+    float lo = logits[0], hi = logits[0];
+    for (int c = 1; c < classes; c++) lo = fminf(lo, logits[c]), hi = fmaxf(hi, logits[c]);
+    return classes * ((double)hi - lo) * FLOAT_ROUNDING;
+}
 
 typedef struct {
     int rows, classes;
     float grad_scale;
+    float smoothing; /* of the labels (label_smoothing.h) */
     float *logits;   /* rows x classes */
     uint8_t *labels; /* rows */
 } softmax_case;
@@ -180,7 +188,7 @@ static void free_outputs(softmax_outputs *out) {
 static void run_softmax(const softmax_case *sc, softmax_outputs *out, bool with_grad,
                         bool with_prediction) {
     cpu_softmax_cross_entropy(sc->logits, sc->labels, sc->rows, sc->classes, sc->grad_scale,
-                              with_grad ? out->grad : NULL, out->loss, out->correct,
+                              sc->smoothing, with_grad ? out->grad : NULL, out->loss, out->correct,
                               with_prediction ? out->prediction : NULL);
 }
 
@@ -189,6 +197,11 @@ static int first_maximum(const float *values, int n) {
     for (int i = 1; i < n; i++)
         if (values[i] > values[best]) best = i;
     return best;
+}
+
+/* The smoothed one-hot target of class c, in double. */
+static double reference_target(const softmax_case *sc, int c, int label) {
+    return (c == label ? 1.0 - sc->smoothing : 0.0) + (double)sc->smoothing / sc->classes;
 }
 
 /* Softmax of one row in double into probability; returns log-sum-exp. */
@@ -207,7 +220,7 @@ static void check_row_gradient(const softmax_case *sc, int row, const float *gra
     double scale = fabs((double)sc->grad_scale), row_sum = 0.0;
     int wrong = 0;
     for (int c = 0; c < sc->classes; c++) {
-        double expected = sc->grad_scale * (probability[c] - (c == label ? 1.0 : 0.0));
+        double expected = sc->grad_scale * (probability[c] - reference_target(sc, c, label));
         double bound = scale * (SOFTMAX_GRAD_RELATIVE * probability[c] + SOFTMAX_GRAD_ABSOLUTE);
         wrong += !(fabs(grad[c] - expected) <= bound);
         row_sum += grad[c];
@@ -225,10 +238,13 @@ static void check_softmax_outputs(const softmax_case *sc, const softmax_outputs 
     for (int row = 0; row < sc->rows; row++) {
         const float *logits = sc->logits + (size_t)row * sc->classes;
         int label = sc->labels[row], best = first_maximum(logits, sc->classes);
-        double loss = reference_softmax(logits, sc->classes, probability) - logits[label];
-        CHECK(within(out->loss[row], loss, SOFTMAX_LOSS_TOLERANCE, fmax(1.0, fabs(loss))),
-              "softmax %dx%d row %d: loss %.9g, expected %.9g", sc->rows, sc->classes, row,
-              out->loss[row], loss);
+        double loss = reference_softmax(logits, sc->classes, probability), bound =
+            SOFTMAX_LOSS_TOLERANCE * fmax(1.0, fabs(loss));
+        for (int c = 0; c < sc->classes; c++) loss -= reference_target(sc, c, label) * logits[c];
+        if (sc->smoothing != 0.0f) bound += smoothed_loss_rounding(logits, sc->classes);
+        CHECK(fabs(out->loss[row] - loss) <= bound,
+              "softmax %dx%d row %d, smoothing %g: loss %.9g, expected %.9g", sc->rows,
+              sc->classes, row, sc->smoothing, out->loss[row], loss);
         CHECK(out->correct[row] == (best == label ? 1.0f : 0.0f),
               "softmax %dx%d row %d: correct %g, argmax %d, label %d", sc->rows, sc->classes, row,
               out->correct[row], best, label);
@@ -290,9 +306,12 @@ static void assign_labels(rng *r, softmax_case *sc) {
     }
 }
 
-/* A case of rows x classes with a random grad_scale; logits and labels still to be filled. */
+/* A case of rows x classes with a random grad_scale, and label smoothing in one case of two;
+ * logits and labels still to be filled. */
 static softmax_case new_softmax_case(rng *r, int rows, int classes) {
-    return (softmax_case){rows, classes, rng_uniform_range(r, 0.01f, 4.0f),
+    float scale = rng_uniform_range(r, 0.01f, 4.0f);
+    float smoothing = rng_below(r, 2) ? rng_uniform_range(r, 0.01f, 0.5f) : 0.0f;
+    return (softmax_case){rows, classes, scale, smoothing,
                           allocate((size_t)rows * classes * sizeof(float)), allocate(rows)};
 }
 
@@ -333,7 +352,7 @@ static void test_softmax_fixed(void) {
     float expected_loss[] = {0.0f, 2e4f, 1e4f, 2e4f, 0.6931472f, 1.0986123f, 0.7022633f,
                              0.7022633f}; /* log 2, log 3, log(1 + 1 + e^-4) */
     int32_t expected_prediction[] = {0, 0, 0, 1, 0, 0, 1, 1};
-    softmax_case sc = {8, 3, 0.5f, logits, labels};
+    softmax_case sc = {8, 3, 0.5f, 0.0f, logits, labels};
     softmax_outputs out = poisoned_outputs(sc.rows, sc.classes);
     run_softmax(&sc, &out, true, true);
     for (int row = 0; row < sc.rows; row++) {
@@ -554,6 +573,30 @@ static void check_adam_vector(rng *r, int threads, size_t n) {
     free_optimizer_case(&before);
 }
 
+/* Weight decay over spans of n parameters (one of them 40000 long, for the OpenMP loop): each
+ * weight in a span becomes weight·(1 - lr·rate), a float product, exactly; the others stay as
+ * they were, bit for bit; with no spans nothing changes. */
+static void check_decay(rng *r, int threads, size_t n) {
+    const float lr = 0.5f, rate = rng_uniform_range(r, 0.01f, 0.2f), keep = 1.0f - lr * rate;
+    float *param = random_floats(r, n, -1.0f, 1.0f), *before = copy_floats(param, n);
+    weight_decay decay = {.rate = rate, .spans = 2, .begin = {0, (int64_t)n / 3},
+                          .end = {(int64_t)n / 5, (int64_t)n - 7}};
+    cpu_decay_weights(param, &decay, lr);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        float expected = weight_decays(&decay, (int64_t)i) ? before[i] * keep : before[i];
+        wrong += memcmp(&param[i], &expected, sizeof expected) != 0;
+    }
+    CHECK(wrong == 0, "decay n=%zu threads=%d: %zu of %zu elements off", n, threads, wrong, n);
+    float *decayed = copy_floats(param, n);
+    weight_decay none = {.rate = rate};
+    cpu_decay_weights(param, &none, lr);
+    CHECK(bit_differences(param, decayed, n) == 0, "decay without spans changed parameters");
+    free(param);
+    free(before);
+    free(decayed);
+}
+
 /* 1000 elements take the serial loop, 40000 the OpenMP one. */
 static void test_optimizers(rng *r) {
     test_sgd_by_hand();
@@ -565,6 +608,8 @@ static void test_optimizers(rng *r) {
             check_sgd_vector(r, THREAD_COUNTS[t], sizes[i]);
             check_adam_vector(r, THREAD_COUNTS[t], sizes[i]);
         }
+        check_decay(r, THREAD_COUNTS[t], 1000);
+        check_decay(r, THREAD_COUNTS[t], 200000);
     }
 }
 
@@ -668,10 +713,12 @@ static void check_output_layer(rng *r, int rows, int in, int classes) {
     uint8_t *labels = allocate((size_t)rows);
     for (int i = 0; i < rows; i++) labels[i] = (uint8_t)rng_below(r, classes);
     float scale = rows > 0 ? 1.0f / rows : 1.0f;
+    float smoothing = rng_below(r, 2) ? rng_uniform_range(r, 0.05f, 0.4f) : 0.0f;
     output_layer_reference ref;
-    output_layer_reference_compute(&ref, h, w, b, labels, rows, in, classes, scale);
+    output_layer_reference_compute(&ref, h, w, b, labels, rows, in, classes, scale, smoothing);
     output_layer_step shape = {.hidden = h, .weights = w, .bias = b, .labels = labels,
-                               .rows = rows, .in = in, .classes = classes, .grad_scale = scale};
+                               .rows = rows, .in = in, .classes = classes, .grad_scale = scale,
+                               .label_smoothing = smoothing};
     output_layer_outputs first = run_output_layer(&shape, THREAD_COUNTS[0]);
     for (size_t t = 0; t < COUNT_OF(THREAD_COUNTS); t++) {
         output_layer_outputs out = t == 0 ? first : run_output_layer(&shape, THREAD_COUNTS[t]);
@@ -679,9 +726,9 @@ static void check_output_layer(rng *r, int rows, int in, int classes) {
                                                      out.correct + METRICS_OFFSET, out.weight_grad,
                                                      out.bias_grad, out.delta, out.hidden_bias_grad);
         CHECK(output_layer_worst_error(&e) <= output_layer_bound(in) && e.flipped == 0,
-              "output layer %dx%d->%d, %d threads: loss %.3g, dW %.3g, db %.3g, hidden delta "
-              "%.3g, hidden db %.3g (bound %g); %d rows' correctness differs",
-              rows, in, classes, THREAD_COUNTS[t], e.loss, e.weight_grad, e.bias_grad,
+              "output layer %dx%d->%d, smoothing %g, %d threads: loss %.3g, dW %.3g, db %.3g, "
+              "hidden delta %.3g, hidden db %.3g (bound %g); %d rows' correctness differs",
+              rows, in, classes, smoothing, THREAD_COUNTS[t], e.loss, e.weight_grad, e.bias_grad,
               e.hidden_delta, e.hidden_bias_grad, output_layer_bound(in), e.flipped);
         if (t == 0) continue;
         size_t differ = bit_differences(out.weight_grad, first.weight_grad, (size_t)in * classes) +

@@ -356,7 +356,7 @@ device_buffer<pass_cursor> cursor_at(int first_row, int optimizer_steps) {
 
 /* The rows' metrics land at the cursor's row (offset) of the pass's arrays; the bias gradient is
  * the column sums of the gradient. */
-void check_softmax(int rows, int classes, float spread) {
+void check_softmax(int rows, int classes, float spread, float smoothing) {
     const int offset = 5;
     std::vector<float> logits = random_floats((size_t)rows * classes, -spread, spread);
     std::vector<uint8_t> labels(rows);
@@ -364,8 +364,8 @@ void check_softmax(int rows, int classes, float spread) {
     float scale = 1.0f / rows;
     std::vector<float> grad(logits.size()), loss(rows), correct(rows);
     std::vector<int32_t> prediction(rows);
-    cpu_softmax_cross_entropy(logits.data(), labels.data(), rows, classes, scale, grad.data(),
-                              loss.data(), correct.data(), prediction.data());
+    cpu_softmax_cross_entropy(logits.data(), labels.data(), rows, classes, scale, smoothing,
+                              grad.data(), loss.data(), correct.data(), prediction.data());
     std::vector<double> bias_want(classes, 0.0), bias_size(classes, 0.0);
     for (int r = 0; r < rows; r++)
         for (int c = 0; c < classes; c++) {
@@ -378,16 +378,19 @@ void check_softmax(int rows, int classes, float spread) {
     device_buffer<int32_t> dprediction(offset + rows);
     device_buffer<pass_cursor> cursor = cursor_at(offset, 0);
     dgrad.poison(), dbias.poison(), dloss.poison(), dcorrect.poison(), dprediction.poison();
-    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, scale, dgrad.ptr,
-                              dbias.ptr, dloss.ptr, dcorrect.ptr, dprediction.ptr, cursor.ptr,
-                              softmax_scratch);
+    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, scale, smoothing,
+                              dgrad.ptr, dbias.ptr, dloss.ptr, dcorrect.ptr, dprediction.ptr,
+                              cursor.ptr, softmax_scratch);
     std::vector<float> got_loss = dloss.download(), got_correct = dcorrect.download();
     std::vector<int32_t> got_prediction = dprediction.download();
     got_loss.erase(got_loss.begin(), got_loss.begin() + offset);
     got_correct.erase(got_correct.begin(), got_correct.begin() + offset);
     got_prediction.erase(got_prediction.begin(), got_prediction.begin() + offset);
     double grad_error = worst_deviation(dgrad.download(), grad, 1e-6 * scale, SOFTMAX_BOUND);
-    double loss_error = worst_deviation(got_loss, loss, 1e-6, SOFTMAX_BOUND);
+    /* smoothing sums target·(logit - max) over the classes, in another order than the CPU: up
+     * to classes roundings each of a partial sum within the logits' range (2·spread) */
+    double smoothed_sum_rounding = smoothing != 0.0f ? 2.0 * classes * 2 * spread * 0x1p-24 : 0.0;
+    double loss_error = worst_deviation(got_loss, loss, 1e-6 + smoothed_sum_rounding, SOFTMAX_BOUND);
     /* each term of a bias gradient carries the gradient's own tolerance, absolute part included
      * (a confident row's p − 1 is a difference of nearly equal numbers) */
     std::vector<float> got_bias = dbias.download();
@@ -397,8 +400,9 @@ void check_softmax(int rows, int classes, float spread) {
         bias_error = std::fmax(bias_error, std::isnan(e) ? INFINITY : e); /* poison is NaN */
     }
     CHECK(grad_error <= 1 && loss_error <= 1 && bias_error <= 1,
-          "softmax %dx%d spread %g: grad off by %.3g, loss by %.3g, bias grad by %.3g tolerances",
-          rows, classes, spread, grad_error, loss_error, bias_error);
+          "softmax %dx%d spread %g smoothing %g: grad off by %.3g, loss by %.3g, bias grad by "
+          "%.3g tolerances",
+          rows, classes, spread, smoothing, grad_error, loss_error, bias_error);
     CHECK(got_correct == correct && got_prediction == prediction,
           "softmax %dx%d: predictions differ from the CPU", rows, classes);
 }
@@ -410,7 +414,7 @@ void check_softmax_without_outputs() {
     device_buffer<float> dlogits(logits), dloss(rows), dcorrect(rows);
     device_buffer<uint8_t> dlabels(labels);
     dloss.poison(), dcorrect.poison();
-    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, nullptr,
+    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, 0.0f, nullptr,
                               nullptr, dloss.ptr, dcorrect.ptr, nullptr, nullptr, softmax_scratch);
     std::vector<float> loss = dloss.download();
     bool finite = true;
@@ -427,7 +431,7 @@ void check_softmax_extremes() {
     std::vector<uint8_t> labels = {0, 1, 2, 3};
     device_buffer<float> dlogits(logits), dgrad(logits.size()), dloss(rows), dcorrect(rows);
     device_buffer<uint8_t> dlabels(labels);
-    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, dgrad.ptr,
+    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, 0.3f, dgrad.ptr,
                               nullptr, dloss.ptr, dcorrect.ptr, nullptr, nullptr, softmax_scratch);
     bool finite = true;
     for (float v : dgrad.download()) finite = finite && std::isfinite(v);
@@ -440,7 +444,7 @@ void check_softmax_extremes() {
 constexpr double OUTPUT_LAYER_BOUND = 1e-5;
 
 /* h is a ReLU's output (about half zeros); the metrics land at the cursor's row. */
-void check_output_layer(int rows, int in, int classes) {
+void check_output_layer(int rows, int in, int classes, float smoothing) {
     const int offset = 5;
     std::vector<float> h = random_floats((size_t)rows * in, -1, 1);
     for (float &v : h) v = std::fmax(v, 0.0f);
@@ -451,7 +455,7 @@ void check_output_layer(int rows, int in, int classes) {
     float scale = rows > 0 ? 1.0f / rows : 1.0f;
     output_layer_reference ref;
     output_layer_reference_compute(&ref, h.data(), w.data(), b.data(), labels.data(), rows, in,
-                                   classes, scale);
+                                   classes, scale, smoothing);
 
     device_buffer<float> dh(h), dw(w), db(b), dweight_grad(w.size()), dbias_grad(classes);
     device_buffer<float> ddelta(h.size()), dhidden_bias_grad(in), dloss(offset + rows), dcorrect(offset + rows);
@@ -461,7 +465,7 @@ void check_output_layer(int rows, int in, int classes) {
     dweight_grad.poison(), dbias_grad.poison(), ddelta.poison(), dhidden_bias_grad.poison();
     dloss.poison(), dcorrect.poison(), scratch.poison();
     output_layer_step step = {dh.ptr, dw.ptr, db.ptr, dlabels.ptr, rows, in, classes, scale,
-                              dweight_grad.ptr, dbias_grad.ptr, ddelta.ptr, dhidden_bias_grad.ptr,
+                              smoothing, dweight_grad.ptr, dbias_grad.ptr, ddelta.ptr, dhidden_bias_grad.ptr,
                               dloss.ptr, dcorrect.ptr, cursor.ptr};
     gpu_output_layer(stream, step, scratch.ptr);
 
@@ -471,9 +475,9 @@ void check_output_layer(int rows, int in, int classes) {
         dbias_grad.download().data(), ddelta.download().data(), dhidden_bias_grad.download().data());
     output_layer_reference_free(&ref);
     CHECK(output_layer_worst_error(&e) <= OUTPUT_LAYER_BOUND,
-          "output layer %dx%d->%d: loss %.3g, dW %.3g, db %.3g, hidden delta %.3g, hidden db %.3g "
-          "(bound %g)",
-          rows, in, classes, e.loss, e.weight_grad, e.bias_grad, e.hidden_delta, e.hidden_bias_grad,
+          "output layer %dx%d->%d, smoothing %g: loss %.3g, dW %.3g, db %.3g, hidden delta %.3g, "
+          "hidden db %.3g (bound %g)",
+          rows, in, classes, smoothing, e.loss, e.weight_grad, e.bias_grad, e.hidden_delta, e.hidden_bias_grad,
           OUTPUT_LAYER_BOUND);
     CHECK(e.flipped == 0, "output layer %dx%d->%d: %d rows' correctness differs from the reference",
           rows, in, classes, e.flipped);
@@ -486,7 +490,7 @@ void check_output_layers() {
         for (int in : {1, 17, 256, 1000})
             for (int classes : {1, 10, 13, 17, 32}) { /* each padding: 10, 16, 32 */
                 if (!gpu_output_layer_fits(in, classes)) continue; /* too large for shared memory */
-                check_output_layer(rows, in, classes);
+                for (float smoothing : {0.0f, 0.25f}) check_output_layer(rows, in, classes, smoothing);
             }
     CHECK(gpu_output_layer_fits(256, 10) && gpu_output_layer_fits(1000, 10),
           "gpu_output_layer_fits refuses the default output layer");
@@ -540,15 +544,24 @@ void check_step_end(const device_buffer<pass_cursor> &cursor, pass_cursor want,
           blocks_done.download()[0]);
 }
 
-void check_optimizers_at(lr_schedule schedule) {
+/* Weight decay at `rate` over two spans of n parameters (none where rate is 0), their ends
+ * neither at the start nor on a multiple of 4 (SGD updates four parameters a thread). */
+weight_decay decay_of(float rate, size_t n) {
+    weight_decay decay = {rate, rate != 0.0f ? 2 : 0, {0, (int64_t)n / 3}, {(int64_t)n / 5, (int64_t)(n - n / 7)}};
+    return decay;
+}
+
+void check_optimizers_at(lr_schedule schedule, float decay_rate) {
     device_buffer<unsigned> blocks_done(std::vector<unsigned>{0});
     float sgd_lr = schedule_lr(schedule, 4), adam_lr = schedule_lr(schedule, 2); /* the cursors' steps */
     for (size_t n : {(size_t)0, (size_t)1, (size_t)1000, (size_t)203530}) {
+        weight_decay decay = decay_of(decay_rate, n);
         std::vector<float> param = random_floats(n, -1, 1), velocity = random_floats(n, -1, 1);
         std::vector<float> m = random_floats(n, -1, 1), v = random_floats(n, 0, 1);
         std::vector<float> grad = random_floats(n, -1, 1);
         device_buffer<float> dgrad(grad);
         std::vector<float> p_sgd = param, v_sgd = velocity;
+        cpu_decay_weights(p_sgd.data(), &decay, sgd_lr);
         cpu_sgd_momentum_step(p_sgd.data(), v_sgd.data(), grad.data(), n, sgd_lr, 0.9f);
         for (int offset : {0, 1}) { /* 1: param off 16-byte alignment, one parameter a thread */
             std::vector<float> padded(offset, 0.0f);
@@ -556,35 +569,39 @@ void check_optimizers_at(lr_schedule schedule) {
             device_buffer<float> dparam(padded), dvelocity(velocity);
             device_buffer<pass_cursor> sgd_cursor = cursor_at(7, 4);
             gpu_sgd_momentum_step(stream, dparam.ptr + offset, dvelocity.ptr, dgrad.ptr, n, schedule, 0.9f,
-                                  gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
+                                  decay, gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
             std::vector<float> got = dparam.download();
             got.erase(got.begin(), got.begin() + offset);
             double error = std::fmax(worst_deviation(got, p_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
                                      worst_deviation(dvelocity.download(), v_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE));
-            CHECK(error <= 1, "sgd_momentum_step n=%zu, param offset %d: off by %.3g tolerances", n, offset, error);
+            CHECK(error <= 1, "sgd_momentum_step n=%zu, param offset %d, decay %g: off by %.3g tolerances", n,
+                  offset, decay_rate, error);
             check_step_end(sgd_cursor, {20, 5}, blocks_done, "sgd_momentum_step", n);
         }
 
         device_buffer<float> dparam2(param), dm(m), dv(v);
         device_buffer<pass_cursor> cursor = cursor_at(0, 2); /* two updates made: this is step 3 */
         gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, schedule, 0.9f, 0.999f, 1e-8f,
-                      gpu_step_end{cursor.ptr, 5, blocks_done.ptr});
+                      decay, gpu_step_end{cursor.ptr, 5, blocks_done.ptr});
         std::vector<float> p_adam = param, m_adam = m, v_adam = v;
+        cpu_decay_weights(p_adam.data(), &decay, adam_lr);
         cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, adam_lr, 0.9f,
                       0.999f, 1e-8f, 3);
         double error = std::fmax(worst_deviation(dparam2.download(), p_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
                                  std::fmax(worst_deviation(dm.download(), m_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
                                            worst_deviation(dv.download(), v_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE)));
-        CHECK(error <= 1, "adam_step n=%zu: off by %.3g tolerances", n, error);
+        CHECK(error <= 1, "adam_step n=%zu, decay %g: off by %.3g tolerances", n, decay_rate, error);
         check_step_end(cursor, {5, 3}, blocks_done, "adam_step", n);
     }
 }
 
 /* Each update at a constant rate, and on a schedule (cosine after 2 warm-up steps of 10: the
- * kernels read the rate's step from the cursor, and SGD then moves it from its last block). */
+ * kernels read the rate's step from the cursor, and SGD then moves it from its last block);
+ * without weight decay and with it. */
 void check_optimizers() {
     const lr_schedule schedules[] = {{SCHEDULE_CONSTANT, 0.1f, 0, 0}, {SCHEDULE_COSINE, 0.1f, 2, 10}};
-    for (const lr_schedule &schedule : schedules) check_optimizers_at(schedule);
+    for (const lr_schedule &schedule : schedules)
+        for (float decay_rate : {0.0f, 0.3f}) check_optimizers_at(schedule, decay_rate);
 }
 
 std::vector<int32_t> identity_indices(int n) {
@@ -650,8 +667,10 @@ void check_other_ops() {
     check_bias_activation();
     check_relu_backward();
     for (int rows : ROWS)
-        for (int classes : {3, 10, 37}) check_softmax(rows, classes, 5.0f);
-    check_softmax(1000, 10, 50.0f);
+        for (int classes : {3, 10, 37})
+            for (float smoothing : {0.0f, 0.1f}) check_softmax(rows, classes, 5.0f, smoothing);
+    check_softmax(1000, 10, 50.0f, 0.0f);
+    check_softmax(1000, 10, 50.0f, 0.3f);
     check_softmax_without_outputs();
     check_softmax_extremes();
     check_column_sums();

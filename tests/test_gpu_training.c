@@ -36,29 +36,37 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};
 static void check_implementation(const char *impl, uint64_t seed) {
     bool fused = strcmp(impl, "fused") == 0;
     backend *be = gpu_backend_create(impl, 0, PRECISION_FP32);
-    double error = gradient_check_error(be, seed, 1.0f);
-    CHECK(error < GRADIENT_CHECK_BOUND, "gpu %s: gradient check error %.3g >= %.3g", impl, error,
-          GRADIENT_CHECK_BOUND);
-    for (int k = 0; k < 2; k++) {
-        optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
+    for (int c = 0; c < GRADIENT_CHECK_CASES; c++) {
+        gradient_check_options o = GRADIENT_CHECK_OPTIONS[c];
+        double error = gradient_check_error(be, seed, 1.0f, o);
+        CHECK(error < GRADIENT_CHECK_BOUND,
+              "gpu %s, label smoothing %g, weight decay %g: gradient check error %.3g >= %.3g", impl,
+              o.label_smoothing, o.weight_decay, error, GRADIENT_CHECK_BOUND);
+    }
+    for (int k = 0; k < 4; k++) { /* SGD, Adam, then both with weight decay and label smoothing */
+        optimizer_kind kind = k % 2 ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
+        bool regularized = k >= 2;
         synthetic_run run = {.optimizer = kind, .batch = 32, .steps = 50, .seed = seed,
-                             .feed = {DATA_RESIDENT, false}, .hidden = fused ? 32 : 0};
+                             .feed = {DATA_RESIDENT, false}, .hidden = fused ? 32 : 0,
+                             .regularized = regularized};
         size_t n, n_cpu;
         synthetic_result result;
         backend *cpu = cpu_backend_create("blas");
         float *reference = train_synthetic(cpu, &run, &n_cpu, &result);
         cpu->destroy(cpu);
         float *params = train_synthetic(be, &run, &n, &result);
+        const char *named = regularized ? ", regularized" : "";
         CHECK(!fused || strcmp(result.pass_mode, "whole") == 0,
-              "gpu fused, %s: passes ran %s, not whole", optimizer_name(kind), result.pass_mode);
+              "gpu fused, %s%s: passes ran %s, not whole", optimizer_name(kind), named, result.pass_mode);
         float *again = train_synthetic(be, &run, &n, &result);
         double difference = relative_difference(params, reference, n);
         double bound = kind == OPTIMIZER_ADAM ? ADAM_AGREEMENT_BOUND : AGREEMENT_BOUND;
         CHECK(n == n_cpu && difference < bound,
-              "gpu %s vs cpu blas, %s: parameters differ by %.3g after 50 steps", impl,
-              optimizer_name(kind), difference);
+              "gpu %s vs cpu blas, %s%s: parameters differ by %.3g after 50 steps", impl,
+              optimizer_name(kind), named, difference);
         CHECK(memcmp(params, again, n * sizeof(float)) == 0,
-              "gpu %s, %s: two identical runs gave different parameters", impl, optimizer_name(kind));
+              "gpu %s, %s%s: two identical runs gave different parameters", impl,
+              optimizer_name(kind), named);
         free(params);
         free(again);
         free(reference);
@@ -135,8 +143,10 @@ static void check_fused_pass(uint64_t seed) {
             optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
             int hidden = shapes[i][0], batch = shapes[i][1];
             int steps = batch >= 300 ? 6 : 20;
+            bool regularized = i % 2; /* weight decay and label smoothing on every other shape */
             synthetic_run run = {.optimizer = kind, .batch = batch, .steps = steps, .seed = seed,
-                                 .feed = {DATA_RESIDENT, false}, .hidden = hidden, .epochs = 2};
+                                 .feed = {DATA_RESIDENT, false}, .hidden = hidden, .epochs = 2,
+                                 .regularized = regularized};
             size_t n, n_cpu;
             synthetic_result result, cpu_result;
             float *reference = train_synthetic(cpu, &run, &n_cpu, &cpu_result);
@@ -147,8 +157,8 @@ static void check_fused_pass(uint64_t seed) {
             CHECK(strcmp(result.pass_mode, "whole") == 0, "fused, hidden %d: passes ran %s, not whole",
                   hidden, result.pass_mode);
             CHECK(n == n_cpu && difference < bound,
-                  "fused vs cpu blas, hidden %d, batch %d, %s: parameters differ by %.3g", hidden,
-                  batch, optimizer_name(kind), difference);
+                  "fused vs cpu blas, hidden %d, batch %d, %s%s: parameters differ by %.3g", hidden,
+                  batch, optimizer_name(kind), regularized ? ", regularized" : "", difference);
             CHECK(fabs(result.test_loss - cpu_result.test_loss) < 1e-3 * cpu_result.test_loss,
                   "fused vs cpu blas, hidden %d, batch %d: test loss %.6g vs %.6g", hidden, batch,
                   result.test_loss, cpu_result.test_loss);

@@ -31,28 +31,32 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas"};
 static void check_gradients(uint64_t seed) {
     for (int i = 0; i < 3; i++) {
         backend *be = cpu_backend_create(IMPLS[i]);
-        double error = gradient_check_error(be, seed, 1.0f);
-        CHECK(error < GRADIENT_CHECK_BOUND, "cpu %s: gradient check error %.3g >= %.3g", IMPLS[i],
-              error, GRADIENT_CHECK_BOUND);
-        double wrong = gradient_check_error(be, seed, 1.1f);
+        for (int c = 0; c < GRADIENT_CHECK_CASES; c++) {
+            gradient_check_options o = GRADIENT_CHECK_OPTIONS[c];
+            double error = gradient_check_error(be, seed, 1.0f, o);
+            CHECK(error < GRADIENT_CHECK_BOUND,
+                  "cpu %s, label smoothing %g, weight decay %g: gradient check error %.3g >= %.3g",
+                  IMPLS[i], o.label_smoothing, o.weight_decay, error, GRADIENT_CHECK_BOUND);
+        }
+        double wrong = gradient_check_error(be, seed, 1.1f, GRADIENT_CHECK_OPTIONS[0]);
         CHECK(wrong > GRADIENT_CHECK_BOUND, "cpu %s: a gradient 10%% off passed (error %.3g)",
               IMPLS[i], wrong);
         be->destroy(be);
     }
 }
 
-static void check_agreement(uint64_t seed, optimizer_kind kind, int threads) {
+static void check_agreement(uint64_t seed, optimizer_kind kind, bool regularized, int threads) {
     cpu_set_threads(threads, "blas");
     synthetic_run run = {.optimizer = kind, .batch = 32, .steps = 50, .seed = seed,
-                         .feed = {DATA_RESIDENT, false}};
+                         .feed = {DATA_RESIDENT, false}, .regularized = regularized};
     backend *reference_be = cpu_backend_create("blas");
     size_t n;
     synthetic_result result;
     float *reference = train_synthetic(reference_be, &run, &n, &result);
     /* agreement means something only if the runs learned: the test loss must clearly fall */
     CHECK(result.test_loss < LEARNED_FRACTION * result.initial_test_loss,
-          "cpu blas %s: test loss went from %.4f to %.4f in 50 steps: not learning",
-          optimizer_name(kind), result.initial_test_loss, result.test_loss);
+          "cpu blas %s%s: test loss went from %.4f to %.4f in 50 steps: not learning",
+          optimizer_name(kind), regularized ? ", regularized" : "", result.initial_test_loss, result.test_loss);
     reference_be->destroy(reference_be);
     for (int i = 0; i < 2; i++) {
         cpu_set_threads(threads, IMPLS[i]);
@@ -62,8 +66,9 @@ static void check_agreement(uint64_t seed, optimizer_kind kind, int threads) {
         double difference = relative_difference(params, reference, n);
         double bound = kind == OPTIMIZER_ADAM ? ADAM_AGREEMENT_BOUND : AGREEMENT_BOUND;
         CHECK(count == n && difference < bound,
-              "cpu %s vs blas, %s, %d threads: parameters differ by %.3g after 50 steps",
-              IMPLS[i], optimizer_name(kind), threads, difference);
+              "cpu %s vs blas, %s%s, %d threads: parameters differ by %.3g after 50 steps",
+              IMPLS[i], optimizer_name(kind), regularized ? ", regularized" : "", threads,
+              difference);
         free(params);
         be->destroy(be);
     }
@@ -89,8 +94,9 @@ static void check_resume(uint64_t seed, optimizer_kind kind) {
     float *initial = malloc(shape.param_count * sizeof(float));
     mlp_init_parameters(&shape, seed, initial);
     train_config config = {.batch = 64, .seed = seed,
-                           .optimizer = {kind, kind == OPTIMIZER_ADAM ? 0.003f : 0.05f, 0.9f, 0.9f,
-                                         0.999f, 1e-8f}};
+                           .optimizer = {.kind = kind, .lr = kind == OPTIMIZER_ADAM ? 0.003f : 0.05f,
+                                         .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f,
+                                         .eps = 1e-8f}};
     backend *be = cpu_backend_create("blas");
     epoch_result result;
     float *straight, *resumed, *params, *state;
@@ -130,8 +136,10 @@ int main(void) {
     uint64_t seed = test_seed("test_training_cpu");
     check_gradients(seed);
     for (int threads = 1; threads <= 2; threads++) {
-        check_agreement(seed, OPTIMIZER_SGD, threads);
-        check_agreement(seed, OPTIMIZER_ADAM, threads);
+        for (int regularized = 0; regularized < 2; regularized++) {
+            check_agreement(seed, OPTIMIZER_SGD, regularized, threads);
+            check_agreement(seed, OPTIMIZER_ADAM, regularized, threads);
+        }
     }
     check_resume(seed, OPTIMIZER_SGD);
     check_resume(seed, OPTIMIZER_ADAM);

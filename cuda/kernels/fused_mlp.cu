@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cooperative_groups.h>
 
+#include "core/label_smoothing.h"
 #include "libs/cuda_check.h"
 #include "cuda/kernels/fused_mlp.h"
 #include "cuda/gemm/gemm_async_copy.cuh"
@@ -45,6 +46,14 @@ template <int PIX> __device__ __forceinline__ void load_pixels(const uint8_t *at
     }
 }
 
+/* What every parameter's update of a step uses (set_update_constants). */
+struct update_constants {
+    float m_correction, v_correction; /* Adam's 1 / (1 - beta1^t) and 1 / (1 - beta2^t) */
+    float lr;                         /* the step's rate */
+    float keep;                       /* a weight's decay: 1 - lr·weight_decay */
+};
+constexpr int UPDATE_CONSTANT_FLOATS = sizeof(update_constants) / sizeof(float);
+
 /* The block's slice of the model and its working arrays in shared memory. */
 template <int U> struct block_slice {
     uint8_t *stages;   /* two stages of stage_rows×F pixel bytes (16-byte aligned) */
@@ -66,7 +75,7 @@ template <int U> struct block_slice {
     float *grad_b2;    /* C (block 0) */
     float *warp_sums;  /* WARPS×U */
     float *row_sums;   /* WARPS×32: per-warp partial sums of up to 32 outputs (step_sums) */
-    float *corrections; /* 4: Adam's 1 / (1 - beta1^t), 1 / (1 - beta2^t), the step's rate, 0 */
+    update_constants *constants; /* the step's update's (set_update_constants) */
     float *grad_w1;    /* row groups × U×F: the backward's partial dW1 sums, laid out
                         * [group][u][k][column] for pixel column·PIX + k (see dw1_index) */
     /* buffer b (0 or 1), by arithmetic: an array of two pointers indexed at run time would put
@@ -99,7 +108,7 @@ template <int U> __device__ block_slice<U> carve(float4 *raw, const fused_mlp_ar
     s.grad_b2 = smem;       smem += C;
     s.warp_sums = smem;     smem += WARPS * U;
     s.row_sums = smem;      smem += WARPS * 32;
-    s.corrections = smem;   smem += 4;
+    s.constants = reinterpret_cast<update_constants *>(smem); smem += UPDATE_CONSTANT_FLOATS;
     s.grad_w1 = smem;
     return s;
 }
@@ -320,20 +329,25 @@ __device__ void softmax(const fused_mlp_args &a, const step_plan &p) {
         float e = lane < C ? expf(my_logit - max) : 0.0f;
         float log_sum = logf(warp_sum(e));
         float label_logit = __shfl_sync(WARP_FULL_MASK, my_logit, label);
+        float target = lane < C ? smoothed_target(lane == label, a.label_smoothing, C) : 0.0f;
+        float target_logit = label_logit - max; /* sum over c of target[c]·(logit[c] - max) */
+        if (a.label_smoothing != 0.0f) target_logit = warp_sum(lane < C ? target * (my_logit - max) : 0.0f);
         if (lane == 0) {
-            a.row_loss[p.first + r] = log_sum - (label_logit - max);
+            a.row_loss[p.first + r] = log_sum - target_logit;
             a.row_correct[p.first + r] = best == label ? 1.0f : 0.0f;
         }
         if (lane < C)
             a.dlogits[(size_t)r * C + lane] =
-                (expf(my_logit - max - log_sum) - (lane == label ? 1.0f : 0.0f)) / p.rows;
+                (expf(my_logit - max - log_sum) - target) / p.rows;
     }
 }
 
-/* One parameter's update at rate lr; m_correction and v_correction are Adam's 1 / (1 - beta^t). */
+/* One parameter's update; a weight (not a bias) decays first where there is weight decay. */
 __device__ __forceinline__ void update(const fused_mlp_args &a, float &param, float *state0,
-                                       float *state1, float grad, float lr, float m_correction,
-                                       float v_correction) {
+                                       float *state1, float grad, const update_constants &k,
+                                       bool weight) {
+    float lr = k.lr, m_correction = k.m_correction, v_correction = k.v_correction;
+    if (weight && a.weight_decay != 0.0f) param = __fmul_rn(param, k.keep);
     if (a.adam) {
         float m = a.beta1 * *state0 + (1.0f - a.beta1) * grad;
         float v = a.beta2 * *state1 + (1.0f - a.beta2) * grad * grad;
@@ -399,7 +413,7 @@ template <int U, int PIX> __device__ void apply_update(const fused_mlp_args &a, 
 #pragma unroll
             for (int k = 0; k < PIX; k++) s.grad_w1[dw1_index<U, PIX>(group, u, column * PIX + k, F)] = acc[k][u];
     __syncthreads();
-    float m_correction = s.corrections[0], v_correction = s.corrections[1], lr = s.corrections[2];
+    const update_constants k = *s.constants;
     float w1_part[U];
 #pragma unroll
     for (int u = 0; u < U; u++) {
@@ -414,32 +428,36 @@ template <int U, int PIX> __device__ void apply_update(const fused_mlp_args &a, 
             for (int g = 0; g < MAX_ROW_GROUPS; g++) sum += part[g];
             int i = u * F + f;
             update(a, s.w1[i], &s.w1_state[i], &s.w1_state[U * F + i], a.scale * sum + shift_term,
-                   lr, m_correction, v_correction);
+                   k, true);
             w1_part[u] += s.w1[i];
         }
     }
     for (int i = t; i < U * C; i += blockDim.x)
-        update(a, s.w2[i], &s.w2_state[i], &s.w2_state[U * C + i], s.grad_w2[i], lr, m_correction, v_correction);
+        update(a, s.w2[i], &s.w2_state[i], &s.w2_state[U * C + i], s.grad_w2[i], k, true);
     if (t < U)
-        update(a, s.b1[t], &s.b1_state[t], &s.b1_state[U + t], s.grad_b1[t], lr, m_correction, v_correction);
+        update(a, s.b1[t], &s.b1_state[t], &s.b1_state[U + t], s.grad_b1[t], k, false);
     if (blockIdx.x == 0 && t < C) {
-        update(a, s.b2[t], &s.b2_state[t], &s.b2_state[C + t], s.grad_b2[t], lr, m_correction, v_correction);
+        update(a, s.b2[t], &s.b2_state[t], &s.b2_state[C + t], s.grad_b2[t], k, false);
         a.params[a.b2 + t] = s.b2[t]; /* where the next step's softmax reads it */
     }
     finish_w1_sums<U>(s, w1_part);
 }
 
-/* Adam's bias corrections and the rate for update number optimizer_step + 1, into shared memory
- * (one thread; a barrier follows before apply_update reads them). */
-template <int U> __device__ void set_corrections(const fused_mlp_args &a, block_slice<U> &s, int optimizer_step) {
+/* The constants of update number optimizer_step + 1, into shared memory (one thread; a barrier
+ * follows before apply_update reads them). */
+template <int U> __device__ void set_update_constants(const fused_mlp_args &a, block_slice<U> &s,
+                                                      int optimizer_step) {
     if (threadIdx.x != 0) return;
-    s.corrections[2] = schedule_lr(a.lr, optimizer_step);
+    update_constants k;
+    k.lr = schedule_lr(a.lr, optimizer_step);
+    k.keep = 1.0f - k.lr * a.weight_decay;
     if (a.adam) {
-        s.corrections[0] = (float)(1.0 / (1.0 - pow((double)a.beta1, optimizer_step + 1)));
-        s.corrections[1] = (float)(1.0 / (1.0 - pow((double)a.beta2, optimizer_step + 1)));
+        k.m_correction = (float)(1.0 / (1.0 - pow((double)a.beta1, optimizer_step + 1)));
+        k.v_correction = (float)(1.0 / (1.0 - pow((double)a.beta2, optimizer_step + 1)));
     } else {
-        s.corrections[0] = s.corrections[1] = 0.0f;
+        k.m_correction = k.v_correction = 0.0f;
     }
+    *s.constants = k;
 }
 
 /* Backward for the block's units and the update of its parameters. The step's dlogits come in
@@ -454,7 +472,7 @@ template <int U> __device__ void backward_update(const fused_mlp_args &a, block_
     int t = threadIdx.x, C = a.classes, F = a.features, R = a.stage_rows;
 #pragma unroll 8 /* the loads of eight iterations in flight at once */
     for (int i = t; i < p.rows * C; i += blockDim.x) s.dlogits[i] = __ldcg(a.dlogits + i);
-    set_corrections<U>(a, s, optimizer_step);
+    set_update_constants<U>(a, s, optimizer_step);
     __syncthreads();
     for (int r = t; r < p.rows; r += blockDim.x) {
         float d[U];
@@ -582,7 +600,7 @@ template <int U> int resident_blocks(size_t shared) {
 size_t fused_mlp_shared_bytes(int U, int F, int C, int S, int batch, int stage_rows) {
     size_t floats = (size_t)U * F * (1 + S) + (size_t)U * C * (1 + S) + (size_t)U * (1 + S) +
                     (size_t)C * (1 + S) + U + (size_t)U * batch + (size_t)batch * C +
-                    (size_t)U * batch + (size_t)U * C + U + C + (size_t)WARPS * U + WARPS * 32 + 4 +
+                    (size_t)U * batch + (size_t)U * C + U + C + (size_t)WARPS * U + WARPS * 32 + UPDATE_CONSTANT_FLOATS +
                     (size_t)backward_groups(backward_pixels(U), F) * U * F;
     return 2 * (size_t)stage_rows * F + floats * sizeof(float);
 }

@@ -36,6 +36,8 @@ struct fused_mlp_args {
     bool adam;
     lr_schedule lr; /* each update's rate: schedule_lr at its number */
     float momentum, beta1, beta2, eps;
+    float weight_decay;    /* decoupled, of W1 and W2 (backend.h); 0: none */
+    float label_smoothing; /* of the training loss (label_smoothing.h) */
 
     int samples, batch;    /* the pass: samples rows, batch rows a step (the last: the rest) */
     float *row_loss, *row_correct; /* per sample of the pass */

@@ -32,8 +32,8 @@ constexpr int GPU_SOFTMAX_MAX_CLASSES = 256;
 gpu_softmax_scratch gpu_softmax_scratch_create(void);
 void gpu_softmax_scratch_destroy(gpu_softmax_scratch scratch);
 void gpu_softmax_cross_entropy(cudaStream_t stream, const float *logits, const uint8_t *labels,
-                               int rows, int classes, float grad_scale, float *grad,
-                               float *bias_grad, float *row_loss, float *row_correct,
+                               int rows, int classes, float grad_scale, float label_smoothing,
+                               float *grad, float *bias_grad, float *row_loss, float *row_correct,
                                int32_t *prediction, const pass_cursor *cursor,
                                gpu_softmax_scratch scratch);
 
@@ -69,10 +69,11 @@ typedef struct {
     unsigned *blocks_done;
 } gpu_step_end;
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
-                           size_t n, lr_schedule schedule, float momentum, gpu_step_end end);
+                           size_t n, lr_schedule schedule, float momentum,
+                           const weight_decay &decay, gpu_step_end end);
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
                    size_t n, lr_schedule schedule, float beta1, float beta2, float eps,
-                   gpu_step_end end);
+                   const weight_decay &decay, gpu_step_end end);
 
 /* Where a batch's samples are: the data set's pixels (count×features bytes) and labels, and,
  * where order is not NULL, which of them: row r of the batch is sample

@@ -11,7 +11,8 @@
  *     partial[c] = sum over the lane's k of h[r][k]·W[k][c], for every class c
  *     a transposing sum over the warp leaves logit[c] = b[c] + sum of partial[c] in the lanes
  *     of class c (two lanes a class for C <= 16, one for C <= 32)
- *     softmax across those lanes, as softmax_cross_entropy.cu computes it: loss, correctness,
+ *     softmax across those lanes, as softmax_cross_entropy.cu computes it (label smoothing
+ *     included): loss, correctness,
  *     the lane's dlogit; then every lane gets every class's dlogit (shuffles)
  *     dh[r][k] = sum over c of dlogits[c]·W[k][c], 0 where h[r][k] <= 0, for the lane's k
  *   The block keeps its rows' h, dh and dlogits in shared memory; after a barrier its threads
@@ -32,6 +33,7 @@
  * them (gpu_output_layer_fits) before it offers the operation. */
 #include <cmath>
 
+#include "core/label_smoothing.h"
 #include "libs/cuda_check.h"
 #include "cuda/kernels/dependent_launch.cuh"
 #include "cuda/kernels/gpu_kernels.h"
@@ -166,9 +168,14 @@ __device__ void output_row(const output_layer_step &p, const float *wt, const fl
     float e = expf(logit - max);
     float sum = sum_over_classes(e, LANES_PER_CLASS);
     float label_logit = __shfl_sync(WARP_FULL_MASK, logit, label * LANES_PER_CLASS);
-    float dlogit = p.grad_scale * (e / sum - (my_class == label ? 1.0f : 0.0f));
+    bool real_class = my_class < p.classes; /* past C: padding, whose logit is -inf */
+    float target = real_class ? smoothed_target(my_class == label, p.label_smoothing, p.classes) : 0.0f;
+    float dlogit = p.grad_scale * (e / sum - target);
+    float target_logit = label_logit - max; /* sum over c of target[c]·(logit[c] - max) */
+    if (p.label_smoothing != 0.0f)
+        target_logit = sum_over_classes(real_class ? target * (logit - max) : 0.0f, LANES_PER_CLASS);
     if (lane == 0) {
-        p.row_loss[first_row + row] = logf(sum) - (label_logit - max);
+        p.row_loss[first_row + row] = logf(sum) - target_logit;
         p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
     }
     if (lane % LANES_PER_CLASS == 0 && my_class < CLASSES) dlogit_rows[slot * CLASSES + my_class] = dlogit;

@@ -3,9 +3,10 @@
  *
  * The lanes stride across the row's classes; three warp-shuffle reductions give the row's
  * maximum (with its index: the first maximum wins, as on the CPU), then the sum of
- * exp(logit - max). Subtracting the maximum keeps exp() finite for any logits. From those:
- *   loss = log(sum) - (logit[label] - max),  correct = (argmax == label),
- *   grad[c] = grad_scale * (exp(logit[c] - max - log(sum)) - [c == label]).
+ * exp(logit - max). Subtracting the maximum keeps exp() finite for any logits. From those, with
+ * target the one-hot label smoothed by label_smoothing (label_smoothing.h; 0: one-hot):
+ *   loss = log(sum) - sum over c of target[c]·(logit[c] - max),  correct = (argmax == label),
+ *   grad[c] = grad_scale * (exp(logit[c] - max - log(sum)) - target[c]).
  * Per-row loss and correctness are written to the pass's arrays (at the rows the pass cursor
  * names) and summed once per pass (reductions.cu), so nothing here needs atomics on floats.
  *
@@ -16,6 +17,7 @@
 #include <cmath>
 
 #include "libs/cuda_check.h"
+#include "core/label_smoothing.h"
 #include "cuda/kernels/gpu_kernels.h"
 #include "cuda/kernels/warp_reduce.cuh"
 
@@ -27,7 +29,7 @@ struct softmax_args {
     const float *logits;   /* rows×classes */
     const uint8_t *labels; /* rows */
     int rows, classes;
-    float grad_scale;
+    float grad_scale, label_smoothing;
     float *grad;           /* rows×classes, or NULL */
     float *bias_grad;      /* classes, or NULL */
     float *row_loss, *row_correct;
@@ -52,15 +54,23 @@ __device__ void softmax_row(const softmax_args &p, int row, int first_row, float
     float log_sum = logf(warp_sum(sum));
 
     int label = p.labels[row];
+    float target_logit = z[label] - max; /* sum over c of target[c]·(z[c] - max) */
+    if (p.label_smoothing != 0.0f) {
+        float part = 0.0f;
+        for (int c = lane; c < p.classes; c += 32)
+            part += smoothed_target(c == label, p.label_smoothing, p.classes) * (z[c] - max);
+        target_logit = warp_sum(part);
+    }
     if (lane == 0) {
-        p.row_loss[first_row + row] = log_sum - (z[label] - max);
+        p.row_loss[first_row + row] = log_sum - target_logit;
         p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
         if (p.prediction) p.prediction[first_row + row] = best;
     }
     if (p.grad) {
         float *g = p.grad + (size_t)row * p.classes;
         for (int c = lane; c < p.classes; c += 32) {
-            g[c] = p.grad_scale * (expf(z[c] - max - log_sum) - (c == label ? 1.0f : 0.0f));
+            g[c] = p.grad_scale * (expf(z[c] - max - log_sum) -
+                                   smoothed_target(c == label, p.label_smoothing, p.classes));
             if (warp_grad_sum) warp_grad_sum[c] += g[c];
         }
     }
@@ -121,8 +131,8 @@ void gpu_softmax_scratch_destroy(gpu_softmax_scratch scratch) {
 }
 
 void gpu_softmax_cross_entropy(cudaStream_t stream, const float *logits, const uint8_t *labels,
-                               int rows, int classes, float grad_scale, float *grad,
-                               float *bias_grad, float *row_loss, float *row_correct,
+                               int rows, int classes, float grad_scale, float label_smoothing,
+                               float *grad, float *bias_grad, float *row_loss, float *row_correct,
                                int32_t *prediction, const pass_cursor *cursor,
                                gpu_softmax_scratch scratch) {
     if (bias_grad && (!grad || classes > GPU_SOFTMAX_MAX_CLASSES)) {
@@ -136,7 +146,7 @@ void gpu_softmax_cross_entropy(cudaStream_t stream, const float *logits, const u
     }
     unsigned blocks = blocks_for(rows, WARPS_PER_BLOCK);
     if (blocks > GPU_SOFTMAX_MAX_BLOCKS) blocks = GPU_SOFTMAX_MAX_BLOCKS;
-    softmax_args args = {logits, labels, rows, classes, grad_scale, grad, bias_grad,
+    softmax_args args = {logits, labels, rows, classes, grad_scale, label_smoothing, grad, bias_grad,
                          row_loss, row_correct, prediction, cursor, scratch};
     softmax_cross_entropy_kernel<<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(args);
     CUDA_CHECK_LAUNCH();

@@ -41,12 +41,15 @@ import time
 import peer_common as common
 
 PROGRAM = "jax_mlp.py"
+COMPILED = {}  # (batch, and the options that shape the program) -> build_epoch's pair
 
 
-def build_epoch(jax, batch, count, lr, momentum, metrics, donate, unroll=1, rate=None):
+def build_epoch(jax, batch, count, lr, momentum, metrics, donate, unroll=1, rate=None,
+                weight_decay=0.0, label_smoothing=0.0):
     """The jitted epoch: (params, velocity, order, x, y, first_step) -> (params, velocity,
     loss_sum, correct). rate: the rate of update t (a traced integer), for --schedule; None: lr,
-    and first_step is not used.
+    and first_step is not used. weight_decay and label_smoothing as mlp_train's (each left out of
+    the program where 0).
 
     params and velocity are lists of (W, b); order is the epoch's permutation of the rows; x and
     y the whole training set, on the device (arguments, not closure constants, so they are not
@@ -63,6 +66,10 @@ def build_epoch(jax, batch, count, lr, momentum, metrics, donate, unroll=1, rate
     def loss_fn(params, x, y):
         logits = forward(params, x)
         log_probabilities = jax.nn.log_softmax(logits)
+        if label_smoothing:
+            classes = logits.shape[1]
+            target = jax.nn.one_hot(y, classes) * (1.0 - label_smoothing) + label_smoothing / classes
+            return -jnp.mean(jnp.sum(target * log_probabilities, axis=1)), logits
         loss = -jnp.mean(jnp.take_along_axis(log_probabilities, y[:, None], axis=1))
         return loss, logits
 
@@ -74,7 +81,11 @@ def build_epoch(jax, batch, count, lr, momentum, metrics, donate, unroll=1, rate
         (loss, logits), grads = gradient(params, x, y)
         velocity = jax.tree_util.tree_map(lambda v, g: momentum * v + g, velocity, grads)
         rate_now = lr if rate is None else rate(t)
-        params = jax.tree_util.tree_map(lambda p, v: p - rate_now * v, params, velocity)
+        if weight_decay:  # decoupled, of the weights only
+            params = [(w * (1.0 - rate_now * weight_decay) - rate_now * vw, b - rate_now * vb)
+                      for (w, b), (vw, vb) in zip(params, velocity)]
+        else:
+            params = jax.tree_util.tree_map(lambda p, v: p - rate_now * v, params, velocity)
         if metrics:
             loss_sum = loss_sum + loss * index.shape[0]
             correct = correct + jnp.sum(jnp.argmax(logits, axis=1) == y).astype(jnp.int32)
@@ -104,13 +115,18 @@ def scan_run(jax, data, device, batch, lr, args):
     jnp = jax.numpy
     x_train, y_train, x_test, y_test = data
     count = x_train.shape[0]
-    rate = None
-    if args.schedule != "constant" or args.warmup:
-        warmup, total = common.schedule_span(args, count, batch)
-        rate = lambda t: common.schedule_lr(args.schedule, lr, warmup, total, t.astype(jnp.float32),
-                                            cos=jnp.cos, where=jnp.where)  # noqa: E731
-    epoch, forward = build_epoch(jax, batch, count, lr, args.momentum, not args.no_train_metrics,
-                                 donate=device.platform != "cpu", unroll=args.unroll, rate=rate)
+    key = (batch, lr, args.schedule, args.warmup, args.epochs, args.momentum, args.unroll,
+           args.no_train_metrics, args.weight_decay, args.label_smoothing)
+    if key not in COMPILED:  # every seed of a configuration runs the same programs
+        rate = None
+        if args.schedule != "constant" or args.warmup:
+            warmup, total = common.schedule_span(args, count, batch)
+            rate = lambda t: common.schedule_lr(args.schedule, lr, warmup, total, t.astype(jnp.float32),
+                                                cos=jnp.cos, where=jnp.where)  # noqa: E731
+        COMPILED[key] = build_epoch(jax, batch, count, lr, args.momentum, not args.no_train_metrics,
+                                    donate=device.platform != "cpu", unroll=args.unroll, rate=rate,
+                                    weight_decay=args.weight_decay, label_smoothing=args.label_smoothing)
+    epoch, forward = COMPILED[key]
     steps_per_epoch = -(-count // batch)
     params = [(jax.device_put(w, device), jax.device_put(b, device))
               for w, b in common.init_parameters(args.widths, args.seed)]
@@ -172,16 +188,18 @@ def main():
     results = []
     for batch in args.batch:
         lr = args.lr if args.lr is not None else common.default_learning_rate(batch)
-        try:
-            times, loss, accuracy, test = scan_run(jax, data, device, batch, lr, args)
-        except Exception as error:  # noqa: BLE001: reported per batch, not fatal
-            print(f"{PROGRAM}: scan batch {batch} failed: {error!r}", file=sys.stderr)
-            results.append({"mode": "scan", "device": args.device, "batch": batch, "error": repr(error)[:500]})
-            continue
-        results.append(common.result_record("scan", args.device, batch, args.threads, lr, times, test, loss,
-                                            accuracy, compile_epoch_s=times[0], unroll=args.unroll))
-        print(f"{PROGRAM}: scan batch {batch}: {1e3 * results[-1]['epoch_s']:.2f} ms per epoch, "
-              f"test accuracy {100 * test:.2f}%", file=sys.stderr)
+        for seed in args.seed:
+            try:
+                times, loss, accuracy, test = scan_run(jax, data, device, batch, lr, common.with_seed(args, seed))
+            except Exception as error:  # noqa: BLE001: reported per batch, not fatal
+                print(f"{PROGRAM}: scan batch {batch} failed: {error!r}", file=sys.stderr)
+                results.append({"mode": "scan", "device": args.device, "batch": batch, "seed": seed,
+                                "error": repr(error)[:500]})
+                continue
+            results.append(common.result_record("scan", args.device, batch, args.threads, lr, times, test, loss,
+                                                accuracy, compile_epoch_s=times[0], unroll=args.unroll, seed=seed))
+            print(f"{PROGRAM}: scan batch {batch} seed {seed}: {1e3 * results[-1]['epoch_s']:.2f} ms per epoch, "
+                  f"test accuracy {100 * test:.2f}%", file=sys.stderr)
     try:
         import jaxlib
         jaxlib_version = jaxlib.__version__

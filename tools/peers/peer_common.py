@@ -143,7 +143,12 @@ def add_common_arguments(parser, devices, modes):
     parser.add_argument("--schedule", default="constant", choices=SCHEDULES,
                         help="the rate of each update, as mlp_train's --schedule")
     parser.add_argument("--warmup", type=int, help="warm-up updates, as mlp_train's --warmup")
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--weight-decay", type=float, default=0.0,
+                        help="decoupled weight decay of the weights, as mlp_train's --weight-decay")
+    parser.add_argument("--label-smoothing", type=float, default=0.0,
+                        help="label smoothing of the training loss, as mlp_train's --label-smoothing")
+    parser.add_argument("--seed", type=int, nargs="+", default=[42],
+                        help="one or more seeds, each a run of its own in this process")
     parser.add_argument("--no-train-metrics", action="store_true",
                         help="do not sum the training loss and accuracy on the device (mlp_train does)")
 
@@ -153,10 +158,20 @@ def check_arguments(parser, args):
         parser.error("--epochs must be at least 2 (the first is not timed)")
     if any(b < 1 for b in args.batch):
         parser.error("--batch must be positive")
+    if args.weight_decay < 0 or not 0 <= args.label_smoothing < 1:
+        parser.error("--weight-decay must be 0 or more, --label-smoothing in [0, 1)")
     try:
         args.widths = [784] + parse_hidden(args.hidden) + [10]
     except ValueError as error:
         parser.error(str(error))
+
+
+def with_seed(args, seed):
+    """args for one run: its seed in args.seed."""
+    import argparse
+    one = argparse.Namespace(**vars(args))
+    one.seed = seed
+    return one
 
 
 def result_record(mode, device, batch, threads, lr, times, test_accuracy, train_loss, train_accuracy, **extra):

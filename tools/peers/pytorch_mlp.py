@@ -19,7 +19,8 @@ Modes:
          order, forward, loss, backward, fused SGD step, cursor advance, metric sums) captured
          once with torch.cuda.graph and replayed; a second graph for the last partial batch.
          The per-step host work is one graph.replay(). Warm-up steps before capture (as PyTorch
-         advises) are undone afterwards: the weights are restored and the momentum zeroed.
+         advises) are undone afterwards: the weights are restored and the momentum zeroed. On a
+         --schedule the rate is a device tensor the step computes from its update count.
 
 Timing: an epoch runs from its first step to the read-back of its loss and accuracy (which
 synchronizes the device); the first epoch is a warm-up; the figure is the median of the others.
@@ -84,6 +85,15 @@ def epoch_order(torch, generator, count, device):
     return torch.randperm(count, generator=generator, device=device)
 
 
+def decay_weights(torch, model, rate, weight_decay):
+    """mlp_train's decoupled weight decay before an update: weights (not biases) times 1 - rate·wd."""
+    if weight_decay:
+        with torch.no_grad():
+            for layer in model:
+                if isinstance(layer, torch.nn.Linear):
+                    layer.weight.mul_(1.0 - rate * weight_decay)
+
+
 def eager_run(torch, data, device, batch, lr, args):
     """The usual PyTorch loop. Returns (epoch times, train loss, train accuracy, model, optimizer name)."""
     x_train, y_train, _, _ = data
@@ -105,13 +115,16 @@ def eager_run(torch, data, device, batch, lr, args):
             index = order[first:first + batch]
             x, y = x_train.index_select(0, index), y_train.index_select(0, index)
             logits = model(x)
-            loss = torch.nn.functional.cross_entropy(logits, y)
+            loss = torch.nn.functional.cross_entropy(logits, y, label_smoothing=args.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            rate = lr
             if scheduled:  # the rate of this update, as mlp_train's --schedule
+                rate = common.schedule_lr(args.schedule, lr, warmup, total, update)
                 for group in optimizer.param_groups:
-                    group["lr"] = common.schedule_lr(args.schedule, lr, warmup, total, update)
+                    group["lr"] = rate
                 update += 1
+            decay_weights(torch, model, rate, args.weight_decay)
             optimizer.step()
             if not args.no_train_metrics:
                 loss_sum += loss.detach() * len(index)
@@ -143,14 +156,18 @@ def capture_steps(torch, step, shapes, cursor):
 
 
 def graph_run(torch, data, device, batch, lr, args):
-    """The whole step as a CUDA graph (and a second one for the last partial batch)."""
-    if args.schedule != "constant" or args.warmup:
-        raise ValueError("a CUDA graph replays its learning rate: --schedule runs in eager mode only")
+    """The whole step as a CUDA graph (and a second one for the last partial batch). On a
+    --schedule the rate is a device tensor that the step computes from its update count, as
+    mlp_train's kernels do (fused SGD takes a tensor rate)."""
     x_train, y_train, _, _ = data
     count = len(x_train)
     full_steps, rest = divmod(count, batch)
+    warmup, total = common.schedule_span(args, count, batch)
+    scheduled = args.schedule != "constant" or warmup > 0
+    update = torch.zeros((), device=device)  # updates made, for the schedule
+    rate = torch.tensor(lr, device=device) if scheduled else lr
     model = make_model(torch, args.widths, args.seed, device)
-    optimizer, name = make_optimizer(torch, model, lr, args.momentum, fused=True)
+    optimizer, name = make_optimizer(torch, model, rate, args.momentum, fused=True)
     generator = torch.Generator(device=device)
     generator.manual_seed(args.seed)
 
@@ -167,9 +184,14 @@ def graph_run(torch, data, device, batch, lr, args):
         index = order.index_select(0, cursor + offsets[rows])
         x, y = x_train.index_select(0, index), y_train.index_select(0, index)
         logits = model(x)
-        loss = torch.nn.functional.cross_entropy(logits, y)
+        loss = torch.nn.functional.cross_entropy(logits, y, label_smoothing=args.label_smoothing)
         optimizer.zero_grad(set_to_none=False)  # in place: the gradients keep their addresses
         loss.backward()
+        if scheduled:
+            rate.copy_(common.schedule_lr(args.schedule, lr, warmup, total, update, cos=torch.cos,
+                                          where=torch.where))
+            update.add_(1)
+        decay_weights(torch, model, rate, args.weight_decay)
         optimizer.step()
         cursor.add_(rows)
         if not args.no_train_metrics:
@@ -186,6 +208,7 @@ def graph_run(torch, data, device, batch, lr, args):
         for state in optimizer.state.values():
             if "momentum_buffer" in state and state["momentum_buffer"] is not None:
                 state["momentum_buffer"].zero_()
+        update.zero_()
 
     times, train_loss, train_accuracy = [], float("nan"), float("nan")
     for _ in range(args.epochs):
@@ -237,20 +260,24 @@ def main():
                 print(f"{PROGRAM}: graph mode needs CUDA; skipped", file=sys.stderr)
                 continue
             run = graph_run if mode == "graph" else eager_run
-            try:
-                times, loss, accuracy, model, optimizer_name = run(torch, data, device, batch, lr, args)
-            except Exception as error:  # noqa: BLE001: one mode failing (a capture error) is reported, not fatal
-                print(f"{PROGRAM}: {mode} batch {batch} failed: {error!r}", file=sys.stderr)
-                results.append({"mode": mode, "device": args.device, "batch": batch, "error": repr(error)[:500]})
-                continue
-            results.append(common.result_record(
-                mode, args.device, batch, torch.get_num_threads(), lr, times,
-                test_accuracy(torch, model, data[2], data[3]), loss, accuracy, optimizer=optimizer_name))
-            print(f"{PROGRAM}: {mode} batch {batch}: {1e3 * results[-1]['epoch_s']:.2f} ms per epoch, "
-                  f"test accuracy {100 * results[-1]['test_accuracy']:.2f}%", file=sys.stderr)
-            del model
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+            for seed in args.seed:
+                try:
+                    times, loss, accuracy, model, optimizer_name = run(torch, data, device, batch, lr,
+                                                                       common.with_seed(args, seed))
+                except Exception as error:  # noqa: BLE001: one mode failing (a capture error) is reported, not fatal
+                    print(f"{PROGRAM}: {mode} batch {batch} failed: {error!r}", file=sys.stderr)
+                    results.append({"mode": mode, "device": args.device, "batch": batch, "seed": seed,
+                                    "error": repr(error)[:500]})
+                    continue
+                results.append(common.result_record(
+                    mode, args.device, batch, torch.get_num_threads(), lr, times,
+                    test_accuracy(torch, model, data[2], data[3]), loss, accuracy, optimizer=optimizer_name,
+                    seed=seed))
+                print(f"{PROGRAM}: {mode} batch {batch} seed {seed}: {1e3 * results[-1]['epoch_s']:.2f} ms per "
+                      f"epoch, test accuracy {100 * results[-1]['test_accuracy']:.2f}%", file=sys.stderr)
+                del model
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
     common.print_json("torch", torch.__version__, name, results,
                       tf32=torch.backends.cuda.matmul.allow_tf32)
 

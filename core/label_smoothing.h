@@ -1,0 +1,19 @@
+/* Label smoothing (--label-smoothing e): training aims each row's softmax at
+ *   target[c] = (1 - e)·[c == label] + e / classes
+ * instead of the one-hot label. A row's loss is the cross-entropy against that target,
+ *   loss = logsumexp(z) - sum over c of target[c]·z[c],
+ * and its gradient w.r.t. the logits is softmax(z) - target. With e = 0 the target is the one-hot
+ * label, to the bit. Evaluation (validation and test sets) always measures the plain loss.
+ * C and CUDA. */
+#ifndef MLP_LABEL_SMOOTHING_H
+#define MLP_LABEL_SMOOTHING_H
+
+#include <stdbool.h>
+
+#include "core/host_device.h"
+
+MLP_HOST_DEVICE static inline float smoothed_target(bool is_label, float smoothing, int classes) {
+    return (is_label ? 1.0f - smoothing : 0.0f) + smoothing / (float)classes;
+}
+
+#endif
