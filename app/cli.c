@@ -95,9 +95,13 @@ static const char USAGE_DATA_AND_TRAINING[] =
     "  --validation N          hold out N training images (the same ones for a seed) and\n"
     "                          evaluate them each epoch; the test set is evaluated once,\n"
     "                          at the end (default: 0, the test set each epoch)\n"
+    "  --test-each-epoch       with --validation: evaluate the test set after each epoch\n"
+    "                          too (its own columns), not only at the end\n"
     "  --target-accuracy A     stop after the first epoch whose accuracy (validation, else\n"
     "                          test) reaches A, in (0, 1], and report the time to it\n"
-    "\n"
+    "\n";
+
+static const char USAGE_OUTPUT[] =
     "Output:\n"
     "  --profile               time each phase (h2d, forward, backward, update, d2h, eval;\n"
     "                          'compute' for graph-replayed steps and fused passes;\n"
@@ -124,7 +128,7 @@ static const char USAGE_DATA_AND_TRAINING[] =
 enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
     OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED,
-    OPT_ALLREDUCE, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS, OPT_VALIDATION, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
+    OPT_ALLREDUCE, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS, OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -151,6 +155,7 @@ static const struct option LONG_OPTIONS[] = {
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"schedule-epochs", required_argument, NULL, OPT_SCHEDULE_EPOCHS},
     {"validation", required_argument, NULL, OPT_VALIDATION},
+    {"test-each-epoch", no_argument, NULL, OPT_TEST_EACH_EPOCH},
     {"target-accuracy", required_argument, NULL, OPT_TARGET},
     {"profile", no_argument, NULL, OPT_PROFILE},
     {"json", no_argument, NULL, OPT_JSON},
@@ -335,6 +340,7 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
     case OPT_SCHEDULE_EPOCHS:
         return parse_int("--schedule-epochs", arg, 1, 1000000, &o->schedule_epochs);
     case OPT_VALIDATION: return parse_int("--validation", arg, 1, 100000000, &o->validation);
+    case OPT_TEST_EACH_EPOCH: o->test_each_epoch = true; return true;
     case OPT_TARGET:
         if (!parse_double_in(arg, 0.0, 1.0, &o->target_accuracy) || o->target_accuracy <= 0.0)
             return usage_error("--target-accuracy wants an accuracy in (0, 1], such as 0.98, not '%s'", arg);
@@ -389,6 +395,9 @@ static bool check_consistency(cli_options *o, bool pinned) {
                            "ranks use MPI_Allreduce");
     if (o->eval_only && !o->load_path)
         return usage_error("--eval needs --load FILE: there is nothing to evaluate");
+    if (o->test_each_epoch && !o->validation)
+        return usage_error("--test-each-epoch goes with --validation: without a validation split "
+                           "every epoch evaluates the test set already");
     if (o->eval_only && (o->validation || o->target_accuracy > 0.0))
         return usage_error("--eval evaluates the test set; --validation and --target-accuracy "
                            "apply to training");
@@ -464,6 +473,7 @@ cli_outcome cli_parse(int argc, char **argv, cli_options *o) {
         if (code == OPT_HELP) {
             fputs(USAGE, stdout);
             fputs(USAGE_DATA_AND_TRAINING, stdout);
+            fputs(USAGE_OUTPUT, stdout);
             return CLI_DONE;
         }
         if (code == OPT_VERSION) { /* --json, before or after, asks for JSON */

@@ -26,6 +26,7 @@ typedef struct {
     bool schedule_given, warmup_given;
     int schedule_epochs;   /* 0: the run's (the checkpoint's epochs and --epochs) */
     int validation;        /* training images held out to evaluate each epoch; 0: none */
+    bool test_each_epoch;  /* with validation: the test set each epoch too, not only at the end */
     double target_accuracy; /* stop at the first epoch that reaches it; 0: none */
     uint64_t seed;
     int threads;           /* 0: one per core */

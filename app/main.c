@@ -461,6 +461,11 @@ static int train(run_state *s) {
         }
         ran = i + 1;
         train_s += epochs[i].time_s;
+        if (o->test_each_epoch) {
+            trainer_evaluate_set(s->trainer, &s->test, &epochs[i].test_set_loss,
+                                 &epochs[i].test_set_accuracy);
+            epochs[i].test_set_evaluated = true;
+        }
         if (o->target_accuracy > 0.0 && epochs[i].test_accuracy >= o->target_accuracy)
             outcome = (run_outcome){.target = o->target_accuracy, .target_epoch = epochs[i].epoch,
                                     .target_train_s = train_s,
@@ -476,7 +481,10 @@ static int train(run_state *s) {
         }
     }
     if (status == 0 && o->profile) report_phases(table, "run phases", &run_phases, run_wall_ms);
-    if (status == 0 && s->validation.count) /* the test set, once */
+    if (status == 0 && ran && o->test_each_epoch) /* the test set, after the last epoch */
+        outcome.test_loss = epochs[ran - 1].test_set_loss,
+        outcome.test_accuracy = epochs[ran - 1].test_set_accuracy;
+    else if (status == 0 && s->validation.count) /* the test set, once */
         trainer_evaluate_set(s->trainer, &s->test, &outcome.test_loss, &outcome.test_accuracy);
     else if (ran)
         outcome.test_loss = epochs[ran - 1].test_loss, outcome.test_accuracy = epochs[ran - 1].test_accuracy;

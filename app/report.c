@@ -38,8 +38,9 @@ void report_header(FILE *out, const run_info *info) {
             info->data_dir, info->train_count, info->test_count, placement_name(info));
     if (info->validation_count)
         fprintf(out, "evaluation: each epoch on %d validation images held out of the training "
-                     "set (seed %llu); the test set once, at the end\n",
-                info->validation_count, (unsigned long long)o->seed);
+                     "set (seed %llu); the test set %s\n",
+                info->validation_count, (unsigned long long)o->seed,
+                o->test_each_epoch ? "after each epoch too" : "once, at the end");
     fprintf(out, "training: %s, lr %g", optimizer_name(o->optimizer.kind), o->optimizer.lr);
     if (o->optimizer.kind == OPTIMIZER_SGD) fprintf(out, ", momentum %g", o->optimizer.momentum);
     if (schedule_varies(optimizer_schedule(&o->optimizer)))
@@ -64,13 +65,15 @@ void report_header(FILE *out, const run_info *info) {
     if (info->advice) fprintf(out, "note: %s\n", info->advice);
     if (o->profile) report_startup(out, info->startup);
     bool validation = info->validation_count > 0;
-    fprintf(out, "%5s %10s %9s %10s %9s %9s %12s\n", "epoch", "train_loss", "train_acc",
+    fprintf(out, "%5s %10s %9s %10s %9s %9s %12s", "epoch", "train_loss", "train_acc",
             validation ? "val_loss" : "test_loss", validation ? "val_acc" : "test_acc", "time_s",
             "images/s");
+    if (validation && o->test_each_epoch) fprintf(out, " %10s %9s", "test_loss", "test_acc");
+    fprintf(out, "\n");
 }
 
 void report_outcome(FILE *out, const run_info *info, const run_outcome *r, int epochs_run) {
-    if (info->validation_count)
+    if (info->validation_count && !info->options->test_each_epoch)
         fprintf(out, "test set (once, after epoch %d): loss %.4f, accuracy %.2f%%\n", epochs_run,
                 r->test_loss, 100 * r->test_accuracy);
     if (r->target <= 0.0) return;
@@ -85,9 +88,12 @@ void report_outcome(FILE *out, const run_info *info, const run_outcome *r, int e
 }
 
 void report_epoch(FILE *out, const epoch_result *e) {
-    fprintf(out, "%5d %10.4f %8.2f%% %10.4f %8.2f%% %9.3f %12.0f\n", e->epoch, e->train_loss,
+    fprintf(out, "%5d %10.4f %8.2f%% %10.4f %8.2f%% %9.3f %12.0f", e->epoch, e->train_loss,
             100 * e->train_accuracy, e->test_loss, 100 * e->test_accuracy, e->time_s,
             e->images_per_s);
+    if (e->test_set_evaluated)
+        fprintf(out, " %10.4f %8.2f%%", e->test_set_loss, 100 * e->test_set_accuracy);
+    fprintf(out, "\n");
     fflush(out);
 }
 
@@ -225,6 +231,9 @@ void report_json(FILE *out, const run_info *info, const epoch_result *epochs, in
                 "\"images_per_s\": %.9g, \"eval_time_s\": %.9g",
                 i ? "," : "", e->epoch, e->train_loss, e->train_accuracy, eval, e->test_loss,
                 eval, e->test_accuracy, e->time_s, e->images_per_s, e->eval_time_s);
+        if (e->test_set_evaluated)
+            fprintf(out, ", \"test_loss\": %.9g, \"test_accuracy\": %.9g", e->test_set_loss,
+                    e->test_set_accuracy);
         if (info->options->profile) {
             fprintf(out, ", \"phases\": ");
             json_phases(out, &e->phases);
@@ -267,12 +276,15 @@ typedef struct {
 
 static bool write_csv(FILE *out, const void *contents) {
     const epoch_rows *rows = contents;
-    fprintf(out, "epoch,train_loss,train_accuracy,%s_loss,%s_accuracy,time_s,images_per_s\n",
-            rows->evaluated, rows->evaluated);
+    bool tested = rows->count > 0 && rows->epochs[0].test_set_evaluated;
+    fprintf(out, "epoch,train_loss,train_accuracy,%s_loss,%s_accuracy,time_s,images_per_s%s\n",
+            rows->evaluated, rows->evaluated, tested ? ",test_loss,test_accuracy" : "");
     for (int i = 0; i < rows->count; i++) {
         const epoch_result *e = &rows->epochs[i];
-        fprintf(out, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g\n", e->epoch, e->train_loss,
+        fprintf(out, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g", e->epoch, e->train_loss,
                 e->train_accuracy, e->test_loss, e->test_accuracy, e->time_s, e->images_per_s);
+        if (tested) fprintf(out, ",%.9g,%.9g", e->test_set_loss, e->test_set_accuracy);
+        fprintf(out, "\n");
     }
     return !ferror(out);
 }

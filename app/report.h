@@ -31,7 +31,8 @@ typedef struct {
     int threads;
     int train_count, test_count;
     int validation_count;  /* --validation: held out of the training images, evaluated each
-                            * epoch (the test set then once, at the end); 0: none */
+                            * epoch (the test set then once, at the end, or with
+                            * --test-each-epoch after each epoch too); 0: none */
     const char *pass_mode; /* trainer_pass_mode(): "direct", "recorded" or "whole" */
     const startup_times *startup;
     int ranks;                  /* processes training the model (mpirun -np), 1 alone */

@@ -47,6 +47,10 @@ typedef struct {
     double images_per_s;
     double eval_time_s;
     phase_totals phases;     /* zeros unless profiling */
+    /* where test_loss and test_accuracy are a validation split's, the test set's as well when
+     * the caller evaluated it after the epoch (mlp_train's --test-each-epoch) */
+    bool test_set_evaluated;
+    double test_set_loss, test_set_accuracy;
 } epoch_result;
 
 typedef struct trainer trainer;

@@ -68,6 +68,7 @@ expect 2 '--warmup 118 is as long as the schedule or longer: it spans 118 update
     "$mlp_train" "${quick[@]}" --schedule cosine --warmup 118
 expect 2 '--validation 60000 leaves no training images' -- "$mlp_train" "${quick[@]}" --validation 60000
 expect 2 '--validation wants an integer' -- "$mlp_train" --validation 0
+expect 2 "--test-each-epoch goes with --validation" -- "$mlp_train" --test-each-epoch
 expect 2 "--weight-decay wants a number of 0 or more" -- "$mlp_train" --weight-decay -0.1
 expect 2 "--weight-decay wants a number of 0 or more" -- "$mlp_train" --weight-decay abc
 expect 2 "lr times the decay must stay below 1" -- "$mlp_train" --lr 0.5 --weight-decay 2

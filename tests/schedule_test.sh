@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Time to accuracy: --schedule, --validation and --target-accuracy on real MNIST.
+# Time to accuracy: --schedule, --weight-decay, --label-smoothing, --validation,
+# --test-each-epoch and --target-accuracy on real MNIST.
 #   - every implementation on DEVICE, one epoch at batch 512 on a onecycle schedule with
-#     warm-up: test accuracies within 0.3 points of each other;
+#     warm-up, weight decay and label smoothing: test accuracies within 0.3 points of each other;
 #   - resume in the middle of a cosine schedule (--schedule-epochs): the bits of a run that was
 #     not interrupted; a resumed run continues its checkpoint's schedule without being told;
 #   - --validation: the same held-out images for a seed (the same results twice), the JSON and
-#     the CSV say which set each figure is from, and the test set is evaluated once;
+#     the CSV say which set each figure is from, and the test set is evaluated once, or after
+#     each epoch with --test-each-epoch (its own columns);
 #   - --target-accuracy: stops at the first epoch that reaches it, or says it did not, exit 0.
 # Usage: schedule_test.sh MLP_TRAIN DATA_DIR DEVICE IMPL...   (gpu: exits 77 without a GPU)
 set -u
@@ -19,13 +21,14 @@ run=(--device "$device" --data "$data" --batch 512 --quiet)
 [ "$device" = cpu ] && run+=(--threads 2)
 field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
 
-# every implementation, the same schedule
+# every implementation, the same schedule and regularization
 accuracies=()
 for impl in "$@"; do
-    "$mlp_train" "${run[@]}" --impl "$impl" --epochs 1 --schedule onecycle --warmup 30 --json \
+    "$mlp_train" "${run[@]}" --impl "$impl" --epochs 1 --schedule onecycle --warmup 30 \
+        --weight-decay 5e-4 --label-smoothing 0.1 --json \
         >"$work/$impl.json" 2>"$work/err" || { fail "$impl: $(tail -2 "$work/err")"; continue; }
     accuracies+=("$(field "$work/$impl.json" 'd["test_accuracy"]')")
-    echo "$device $impl, onecycle, 1 epoch: test accuracy ${accuracies[-1]}"
+    echo "$device $impl, onecycle, weight decay, label smoothing, 1 epoch: test accuracy ${accuracies[-1]}"
 done
 [ ${#accuracies[@]} -gt 0 ] && python3 -c "import sys; a = [float(x) for x in sys.argv[1:]]; sys.exit(max(a) - min(a) > 0.003)" "${accuracies[@]}" ||
     fail "$device: the implementations' test accuracies differ by more than 0.3 points: ${accuracies[*]}"
@@ -56,6 +59,14 @@ cmp -s <(field "$work/val1.json" '[(e["train_loss"], e["validation_loss"]) for e
     fail "--validation --log failed"
 head -1 "$work/val.csv" | grep -q ',validation_loss,validation_accuracy,' ||
     fail "--validation: the CSV's columns are not named validation: $(head -1 "$work/val.csv")"
+
+# the test set after each epoch too
+"$mlp_train" "${run[@]}" --impl "$impl" --epochs 2 --validation 1000 --test-each-epoch --json \
+    --log "$work/each.csv" >"$work/each.json" 2>/dev/null || fail "--test-each-epoch failed"
+[ "$(field "$work/each.json" '[("validation_accuracy" in e, "test_accuracy" in e) for e in d["epochs"]] + [d["test_accuracy"] == d["epochs"][-1]["test_accuracy"]]')" = "[(True, True), (True, True), True]" ] ||
+    fail "--test-each-epoch: the JSON lacks each epoch's test figures: $(head -c 400 "$work/each.json")"
+head -1 "$work/each.csv" | grep -q ',validation_accuracy,time_s,images_per_s,test_loss,test_accuracy$' ||
+    fail "--test-each-epoch: the CSV lacks the test columns: $(head -1 "$work/each.csv")"
 
 # a target
 "$mlp_train" "${run[@]}" --impl "$impl" --epochs 5 --target-accuracy 0.5 --json >"$work/t.json" 2>/dev/null || fail "--target-accuracy 0.5 failed"
