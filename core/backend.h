@@ -105,8 +105,9 @@ typedef struct {
 /* Decoupled weight decay (--weight-decay, as in AdamW and SGDW): an update first scales each
  * weight by keep = 1 - lr·rate, lr being that update's scheduled rate (a multiplication of its
  * own, rounded), then changes it as the optimizer does. Biases are not decayed: the weights are
- * the spans [begin[i], end[i]) of the flat parameter array (model.h's layout). A rate of 0 leaves
- * the updates as they are without decay, to the bit. */
+ * the spans [begin[i], end[i]) of the flat parameter array (model.h's layout). The update
+ * operations take it in the backend's memory, or NULL for no decay (their updates as they were
+ * before decay existed, to the bit). */
 #define WEIGHT_DECAY_MAX_SPANS 16
 typedef struct {
     float rate;
@@ -214,7 +215,7 @@ struct backend {
      * (they are one flat array), then moves the step's cursor on as advance_cursor(cursor, rows)
      * does: in one operation, so that on the GPU the update's kernel is the step's last.
      * The rate lr is schedule_lr(schedule, cursor->optimizer_steps), read before the move.
-     * First the weights decay (weight_decay above), then:
+     * First the weights decay (weight_decay above; decay is NULL or in the backend's memory), then:
      * SGD: velocity = momentum * velocity + grad;  param -= lr * velocity  (PyTorch's convention).
      * Adam: with bias correction, at step t = cursor->optimizer_steps + 1. */
     void (*sgd_momentum_step)(backend *be, float *param, float *velocity, const float *grad,

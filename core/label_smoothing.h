@@ -12,8 +12,16 @@
 
 #include "core/host_device.h"
 
-MLP_HOST_DEVICE static inline float smoothed_target(bool is_label, float smoothing, int classes) {
-    return (is_label ? 1.0f - smoothing : 0.0f) + smoothing / (float)classes;
+/* The target's two values, worked out once (a division) before the rows that use them. */
+typedef struct {
+    float label; /* 1 - e + e / classes */
+    float other; /* e / classes */
+} smoothed_targets;
+
+MLP_HOST_DEVICE static inline smoothed_targets label_targets(float smoothing, int classes) {
+    float other = smoothing / (float)classes;
+    smoothed_targets t = {1.0f - smoothing + other, other};
+    return t;
 }
 
 #endif

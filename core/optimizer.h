@@ -27,7 +27,8 @@ typedef struct {
     optimizer_config config;
     backend *be;
     size_t count;
-    weight_decay decay; /* config.weight_decay over the model's weights */
+    weight_decay *decay; /* config.weight_decay over the model's weights, in the backend's
+                          * memory; NULL without decay */
     float *state[2]; /* SGD: velocity; Adam: first and second moments */
     int state_arrays; /* 1 for SGD, 2 for Adam */
     int step;         /* updates made so far, as the host counts them (for checkpoints); the

@@ -170,7 +170,7 @@ static void sgd_momentum_step(backend *be, float *param, float *velocity, const 
                               const weight_decay *decay, pass_cursor *cursor, int rows) {
     double started = wall_seconds();
     float lr = schedule_lr(schedule, cursor->optimizer_steps);
-    cpu_decay_weights(param, decay, lr);
+    if (decay) cpu_decay_weights(param, decay, lr);
     cpu_sgd_momentum_step(param, velocity, grad, n, lr, momentum);
     advance_cursor(be, cursor, rows);
     count_other(be, started);
@@ -181,7 +181,7 @@ static void adam_step(backend *be, float *param, float *m, float *v, const float
                       const weight_decay *decay, pass_cursor *cursor, int rows) {
     double started = wall_seconds();
     float lr = schedule_lr(schedule, cursor->optimizer_steps);
-    cpu_decay_weights(param, decay, lr);
+    if (decay) cpu_decay_weights(param, decay, lr);
     cpu_adam_step(param, m, v, grad, n, lr, beta1, beta2, eps, cursor->optimizer_steps + 1);
     advance_cursor(be, cursor, rows);
     count_other(be, started);

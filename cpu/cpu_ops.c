@@ -77,11 +77,12 @@ void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, 
         if (grad) grad[c] = e; /* kept for the gradient: one exponential per class */
         sum += e;
     }
+    smoothed_targets targets = label_targets(smoothing, classes);
     float target_logit = logits[label] - max; /* sum over c of target[c]·(logits[c] - max) */
     if (smoothing != 0.0f) {
         target_logit = 0.0f;
         for (int c = 0; c < classes; c++)
-            target_logit += smoothed_target(c == label, smoothing, classes) * (logits[c] - max);
+            target_logit += (c == label ? targets.label : targets.other) * (logits[c] - max);
     }
     *loss = logf(sum) - target_logit;
     *correct = (best == label) ? 1.0f : 0.0f;
@@ -89,7 +90,7 @@ void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, 
     if (grad) {
         for (int c = 0; c < classes; c++) {
             float probability = grad[c] / sum;
-            grad[c] = grad_scale * (probability - smoothed_target(c == label, smoothing, classes));
+            grad[c] = grad_scale * (probability - (c == label ? targets.label : targets.other));
         }
     }
 }

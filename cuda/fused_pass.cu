@@ -189,6 +189,7 @@ void fused_pass_run(backend *be, const training_pass *pass) {
     args.eps = o->eps;
     args.weight_decay = o->weight_decay;
     args.label_smoothing = pass->label_smoothing;
+    args.targets = label_targets(pass->label_smoothing, classes);
     args.samples = pass->samples;
     args.batch = pass->batch;
     args.row_loss = pass->row_loss;

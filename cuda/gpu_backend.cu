@@ -235,7 +235,7 @@ void sgd_momentum_step(backend *be, float *param, float *velocity, const float *
                        pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu);
-    gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum, *decay,
+    gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum, decay,
                           gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 
@@ -244,7 +244,7 @@ void adam_step(backend *be, float *param, float *m, float *v, const float *grad,
                pass_cursor *cursor, int rows) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu);
-    gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps, *decay,
+    gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps, decay,
                   gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 

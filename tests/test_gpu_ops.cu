@@ -544,10 +544,10 @@ void check_step_end(const device_buffer<pass_cursor> &cursor, pass_cursor want,
           blocks_done.download()[0]);
 }
 
-/* Weight decay at `rate` over two spans of n parameters (none where rate is 0), their ends
- * neither at the start nor on a multiple of 4 (SGD updates four parameters a thread). */
+/* Weight decay at `rate` over two spans of n parameters, their ends neither at the start nor on
+ * a multiple of 4 (SGD updates four parameters a thread). */
 weight_decay decay_of(float rate, size_t n) {
-    weight_decay decay = {rate, rate != 0.0f ? 2 : 0, {0, (int64_t)n / 3}, {(int64_t)n / 5, (int64_t)(n - n / 7)}};
+    weight_decay decay = {rate, 2, {0, (int64_t)n / 3}, {(int64_t)n / 5, (int64_t)(n - n / 7)}};
     return decay;
 }
 
@@ -556,12 +556,14 @@ void check_optimizers_at(lr_schedule schedule, float decay_rate) {
     float sgd_lr = schedule_lr(schedule, 4), adam_lr = schedule_lr(schedule, 2); /* the cursors' steps */
     for (size_t n : {(size_t)0, (size_t)1, (size_t)1000, (size_t)203530}) {
         weight_decay decay = decay_of(decay_rate, n);
+        device_buffer<weight_decay> device_decay(std::vector<weight_decay>{decay});
+        const weight_decay *decaying = decay_rate != 0.0f ? device_decay.ptr : nullptr; /* NULL: none */
         std::vector<float> param = random_floats(n, -1, 1), velocity = random_floats(n, -1, 1);
         std::vector<float> m = random_floats(n, -1, 1), v = random_floats(n, 0, 1);
         std::vector<float> grad = random_floats(n, -1, 1);
         device_buffer<float> dgrad(grad);
         std::vector<float> p_sgd = param, v_sgd = velocity;
-        cpu_decay_weights(p_sgd.data(), &decay, sgd_lr);
+        if (decaying) cpu_decay_weights(p_sgd.data(), &decay, sgd_lr);
         cpu_sgd_momentum_step(p_sgd.data(), v_sgd.data(), grad.data(), n, sgd_lr, 0.9f);
         for (int offset : {0, 1}) { /* 1: param off 16-byte alignment, one parameter a thread */
             std::vector<float> padded(offset, 0.0f);
@@ -569,7 +571,7 @@ void check_optimizers_at(lr_schedule schedule, float decay_rate) {
             device_buffer<float> dparam(padded), dvelocity(velocity);
             device_buffer<pass_cursor> sgd_cursor = cursor_at(7, 4);
             gpu_sgd_momentum_step(stream, dparam.ptr + offset, dvelocity.ptr, dgrad.ptr, n, schedule, 0.9f,
-                                  decay, gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
+                                  decaying, gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
             std::vector<float> got = dparam.download();
             got.erase(got.begin(), got.begin() + offset);
             double error = std::fmax(worst_deviation(got, p_sgd, UPDATE_ABSOLUTE, UPDATE_RELATIVE),
@@ -582,9 +584,9 @@ void check_optimizers_at(lr_schedule schedule, float decay_rate) {
         device_buffer<float> dparam2(param), dm(m), dv(v);
         device_buffer<pass_cursor> cursor = cursor_at(0, 2); /* two updates made: this is step 3 */
         gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, schedule, 0.9f, 0.999f, 1e-8f,
-                      decay, gpu_step_end{cursor.ptr, 5, blocks_done.ptr});
+                      decaying, gpu_step_end{cursor.ptr, 5, blocks_done.ptr});
         std::vector<float> p_adam = param, m_adam = m, v_adam = v;
-        cpu_decay_weights(p_adam.data(), &decay, adam_lr);
+        if (decaying) cpu_decay_weights(p_adam.data(), &decay, adam_lr);
         cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, adam_lr, 0.9f,
                       0.999f, 1e-8f, 3);
         double error = std::fmax(worst_deviation(dparam2.download(), p_adam, UPDATE_ABSOLUTE, UPDATE_RELATIVE),

@@ -329,7 +329,7 @@ __device__ void softmax(const fused_mlp_args &a, const step_plan &p) {
         float e = lane < C ? expf(my_logit - max) : 0.0f;
         float log_sum = logf(warp_sum(e));
         float label_logit = __shfl_sync(WARP_FULL_MASK, my_logit, label);
-        float target = lane < C ? smoothed_target(lane == label, a.label_smoothing, C) : 0.0f;
+        float target = lane >= C ? 0.0f : lane == label ? a.targets.label : a.targets.other;
         float target_logit = label_logit - max; /* sum over c of target[c]·(logit[c] - max) */
         if (a.label_smoothing != 0.0f) target_logit = warp_sum(lane < C ? target * (my_logit - max) : 0.0f);
         if (lane == 0) {

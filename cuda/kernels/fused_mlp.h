@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "core/backend.h"
+#include "core/label_smoothing.h"
 
 /* The limits of the design; fused_pass.cu refuses (and the trainer falls back) outside them. */
 constexpr int FUSED_THREADS = 512;              /* threads per block: 16 warps */
@@ -38,6 +39,7 @@ struct fused_mlp_args {
     float momentum, beta1, beta2, eps;
     float weight_decay;    /* decoupled, of W1 and W2 (backend.h); 0: none */
     float label_smoothing; /* of the training loss (label_smoothing.h) */
+    smoothed_targets targets; /* its targets' values */
 
     int samples, batch;    /* the pass: samples rows, batch rows a step (the last: the rest) */
     float *row_loss, *row_correct; /* per sample of the pass */

@@ -70,10 +70,10 @@ typedef struct {
 } gpu_step_end;
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
                            size_t n, lr_schedule schedule, float momentum,
-                           const weight_decay &decay, gpu_step_end end);
+                           const weight_decay *decay, gpu_step_end end);
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
                    size_t n, lr_schedule schedule, float beta1, float beta2, float eps,
-                   const weight_decay &decay, gpu_step_end end);
+                   const weight_decay *decay, gpu_step_end end);
 
 /* Where a batch's samples are: the data set's pixels (count×features bytes) and labels, and,
  * where order is not NULL, which of them: row r of the batch is sample

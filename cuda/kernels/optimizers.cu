@@ -9,8 +9,9 @@
  * moves it, counted with one atomic add per block (on an H200 that count made SGD's launch
  * 0.8 µs longer, hence not for SGD at a constant rate).
  *
- * Weight decay (backend.h) scales a weight by keep = 1 - lr·rate just before its update, in the
- * same pass; without decay (no spans) that branch is never taken. */
+ * Weight decay (backend.h; its spans in device memory) scales a weight by keep = 1 - lr·rate just
+ * before its update, in the same pass; each kernel is compiled with it (DECAY) and without, the
+ * form launched without decay being the update as it was before decay existed. */
 #include <cmath>
 #include <cstdint>
 
@@ -39,8 +40,8 @@ __device__ void move_cursor_on_when_read(const gpu_step_end &end) {
 }
 
 /* A parameter as its update starts: a weight decayed, a bias as it is. */
-__device__ __forceinline__ float decayed(float param, const weight_decay &decay, size_t i, float keep) {
-    return weight_decays(&decay, (int64_t)i) ? __fmul_rn(param, keep) : param;
+__device__ __forceinline__ float decayed(float param, const weight_decay *decay, size_t i, float keep) {
+    return weight_decays(decay, (int64_t)i) ? __fmul_rn(param, keep) : param;
 }
 
 __device__ __forceinline__ float sgd_momentum(float &param, float velocity, float grad, float lr,
@@ -53,21 +54,21 @@ __device__ __forceinline__ float sgd_momentum(float &param, float velocity, floa
 /* Four parameters a thread (float4) over the first 4·quads, then one a thread over the rest: a
  * quarter of the loads and stores to issue (1.76 µs a step at batch 512 on an H200 with one a
  * thread). quads is 0 where the arrays are not 16-byte aligned. */
+template <bool DECAY>
 __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *grad, size_t n,
                                     size_t quads, lr_schedule schedule, float momentum,
-                                    const __grid_constant__ weight_decay decay, gpu_step_end end) {
+                                    const weight_decay *decay, gpu_step_end end) {
     wait_for_previous_kernel();
     const bool varies = schedule_varies(schedule);
     const float lr = varies ? schedule_lr(schedule, end.cursor->optimizer_steps) : schedule.lr;
-    const bool decaying = decay.spans > 0;
-    const float keep = 1.0f - lr * decay.rate;
+    const float keep = DECAY ? 1.0f - lr * decay->rate : 1.0f;
     const size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x, stride = (size_t)gridDim.x * blockDim.x;
     float4 *param4 = reinterpret_cast<float4 *>(param), *velocity4 = reinterpret_cast<float4 *>(velocity);
     const float4 *grad4 = reinterpret_cast<const float4 *>(grad);
     for (size_t q = first; q < quads; q += stride) {
         float4 p = param4[q], v = velocity4[q];
         const float4 g = grad4[q];
-        if (decaying) {
+        if (DECAY) {
             p.x = decayed(p.x, decay, 4 * q, keep);
             p.y = decayed(p.y, decay, 4 * q + 1, keep);
             p.z = decayed(p.z, decay, 4 * q + 2, keep);
@@ -81,7 +82,7 @@ __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *
         param4[q] = p;
     }
     for (size_t i = 4 * quads + first; i < n; i += stride) {
-        if (decaying) param[i] = decayed(param[i], decay, i, keep);
+        if (DECAY) param[i] = decayed(param[i], decay, i, keep);
         velocity[i] = sgd_momentum(param[i], velocity[i], grad[i], lr, momentum);
     }
     if (varies) move_cursor_on_when_read(end);
@@ -91,14 +92,14 @@ __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *
 /* The step number t comes from the pass cursor in device memory, so a recorded step is the same
  * launch every time; each thread works out the bias corrections 1 / (1 - beta^t) in double, as
  * the CPU does, which costs far less than the memory traffic. */
+template <bool DECAY>
 __global__ void adam_kernel(float *param, float *m, float *v, const float *grad, size_t n,
                             lr_schedule schedule, float beta1, float beta2, float eps,
-                            const __grid_constant__ weight_decay decay, gpu_step_end end) {
+                            const weight_decay *decay, gpu_step_end end) {
     wait_for_previous_kernel();
     int t = end.cursor->optimizer_steps + 1;
     float lr = schedule_lr(schedule, t - 1);
-    const bool decaying = decay.spans > 0;
-    const float keep = 1.0f - lr * decay.rate;
+    const float keep = DECAY ? 1.0f - lr * decay->rate : 1.0f;
     float m_correction = (float)(1.0 / (1.0 - pow((double)beta1, t)));
     float v_correction = (float)(1.0 / (1.0 - pow((double)beta2, t)));
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -108,7 +109,7 @@ __global__ void adam_kernel(float *param, float *m, float *v, const float *grad,
         float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = mi;
         v[i] = vi;
-        if (decaying) param[i] = decayed(param[i], decay, i, keep);
+        if (DECAY) param[i] = decayed(param[i], decay, i, keep);
         param[i] -= lr * (mi * m_correction) / (sqrtf(vi * v_correction) + eps);
     }
     move_cursor_on_when_read(end);
@@ -124,17 +125,18 @@ unsigned grid_for(size_t n) {
 
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
                            size_t n, lr_schedule schedule, float momentum,
-                           const weight_decay &decay, gpu_step_end end) {
+                           const weight_decay *decay, gpu_step_end end) {
     const bool aligned = (reinterpret_cast<uintptr_t>(param) | reinterpret_cast<uintptr_t>(velocity) |
                           reinterpret_cast<uintptr_t>(grad)) % 16 == 0;
     const size_t quads = aligned ? n / 4 : 0;
-    launch_dependent(sgd_momentum_kernel, grid_for(aligned ? quads : n), THREADS, 0, stream, 1, param,
-                     velocity, grad, n, quads, schedule, momentum, decay, end); /* the tail: fewer than 4 threads */
+    launch_dependent(decay ? sgd_momentum_kernel<true> : sgd_momentum_kernel<false>,
+                     grid_for(aligned ? quads : n), THREADS, 0, stream, 1, param, velocity, grad, n,
+                     quads, schedule, momentum, decay, end); /* the tail: fewer than 4 threads */
 }
 
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
                    size_t n, lr_schedule schedule, float beta1, float beta2, float eps,
-                   const weight_decay &decay, gpu_step_end end) {
-    launch_dependent(adam_kernel, grid_for(n), THREADS, 0, stream, 1, param, m, v, grad, n, schedule,
-                     beta1, beta2, eps, decay, end);
+                   const weight_decay *decay, gpu_step_end end) {
+    launch_dependent(decay ? adam_kernel<true> : adam_kernel<false>, grid_for(n), THREADS,
+                     0, stream, 1, param, m, v, grad, n, schedule, beta1, beta2, eps, decay, end);
 }

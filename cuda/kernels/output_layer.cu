@@ -49,6 +49,7 @@ constexpr int MAX_CLASSES = 32;
 struct row_args {
     output_layer_step step;
     float *planes; /* blocks × plane_floats */
+    smoothed_targets targets; /* of step.label_smoothing */
 };
 
 __host__ __device__ int plane_floats(int in, int classes) { return in + in * classes + classes; }
@@ -140,10 +141,11 @@ __device__ float sum_over_classes(float x, int lanes) {
 }
 
 /* The warp's row (lane j holds h[j + 32i]) through the layer; h, dh and dlogits go to the block's
- * shared rows at `slot`, dh to hidden_delta. wt (W transposed) and bias are in shared memory. */
-template <int CLASSES, int VALUES>
+ * shared rows at `slot`, dh to hidden_delta. wt (W transposed) and bias are in shared memory.
+ * SMOOTH: with label smoothing (compiled apart, so that the step without it is unchanged). */
+template <int CLASSES, int VALUES, bool SMOOTH>
 __device__ void output_row(const output_layer_step &p, const float *wt, const float *bias,
-                           const float (&h)[VALUES], int row, int label, int first_row,
+                           const float (&h)[VALUES], int row, int label, smoothed_targets targets, int first_row,
                            float *h_rows, float *dh_rows, float *dlogit_rows, int slot) {
     constexpr int LANES_PER_CLASS = 32 / lane_classes(CLASSES);
     int lane = threadIdx.x % 32, H = p.in;
@@ -168,12 +170,14 @@ __device__ void output_row(const output_layer_step &p, const float *wt, const fl
     float e = expf(logit - max);
     float sum = sum_over_classes(e, LANES_PER_CLASS);
     float label_logit = __shfl_sync(WARP_FULL_MASK, logit, label * LANES_PER_CLASS);
-    bool real_class = my_class < p.classes; /* past C: padding, whose logit is -inf */
-    float target = real_class ? smoothed_target(my_class == label, p.label_smoothing, p.classes) : 0.0f;
-    float dlogit = p.grad_scale * (e / sum - target);
+    float target = my_class == label ? 1.0f : 0.0f;
     float target_logit = label_logit - max; /* sum over c of target[c]·(logit[c] - max) */
-    if (p.label_smoothing != 0.0f)
+    if constexpr (SMOOTH) {
+        bool real_class = my_class < p.classes; /* past C: padding, whose logit is -inf */
+        target = !real_class ? 0.0f : my_class == label ? targets.label : targets.other;
         target_logit = sum_over_classes(real_class ? target * (logit - max) : 0.0f, LANES_PER_CLASS);
+    }
+    float dlogit = p.grad_scale * (e / sum - target);
     if (lane == 0) {
         p.row_loss[first_row + row] = logf(sum) - target_logit;
         p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
@@ -228,7 +232,7 @@ __device__ void block_sums(int H, int C, const float *h_rows, const float *dh_ro
 /* Every global load is issued before the first wait (the row, its label, the cursor, W and b),
  * so that their latencies overlap: at the MLP's sizes this kernel is a chain of latencies, not
  * of arithmetic. */
-template <int CLASSES, int VALUES>
+template <int CLASSES, int VALUES, bool SMOOTH>
 __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
     extern __shared__ float shared[];
     wait_for_previous_kernel();
@@ -255,7 +259,7 @@ __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
     __syncthreads();
 
     if (has_row) {
-        output_row<CLASSES, VALUES>(p, wt, bias, h, row, label, first_row, h_rows, dh_rows,
+        output_row<CLASSES, VALUES, SMOOTH>(p, wt, bias, h, row, label, a.targets, first_row, h_rows, dh_rows,
                                     dlogit_rows, slot);
     } else { /* past the last row: zeros, which add nothing to the sums */
         for (int k = lane; k < H; k += 32) h_rows[slot * H + k] = dh_rows[slot * H + k] = 0.0f;
@@ -303,9 +307,10 @@ __global__ void __launch_bounds__(SUM_WARPS * 32) sum_planes(output_layer_step p
 
 template <int CLASSES, int VALUES>
 void launch_rows(cudaStream_t stream, const row_args &a, int blocks, size_t shared) {
-    CUDA_CHECK(cudaFuncSetAttribute(output_layer_rows<CLASSES, VALUES>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
-    launch_dependent(output_layer_rows<CLASSES, VALUES>, blocks, THREADS, shared, stream, 1, a);
+    auto kernel = a.step.label_smoothing != 0.0f ? output_layer_rows<CLASSES, VALUES, true>
+                                                 : output_layer_rows<CLASSES, VALUES, false>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    launch_dependent(kernel, blocks, THREADS, shared, stream, 1, a);
 }
 
 template <int CLASSES>
@@ -334,7 +339,7 @@ size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes) {
 void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch) {
     int blocks = row_blocks(step);
     size_t shared = row_shared_floats(step.in, step.classes) * sizeof(float);
-    row_args a{step, scratch};
+    row_args a{step, scratch, label_targets(step.label_smoothing, step.classes)};
     if (blocks == 0) return; /* a rank without rows in a short last batch: the sums give 0 */
     switch (padded_classes(step.classes)) {
     case TEN_CLASSES: launch_classes<TEN_CLASSES>(stream, a, blocks, shared); break;

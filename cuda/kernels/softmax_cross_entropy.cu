@@ -30,6 +30,7 @@ struct softmax_args {
     const uint8_t *labels; /* rows */
     int rows, classes;
     float grad_scale, label_smoothing;
+    smoothed_targets targets; /* of label_smoothing */
     float *grad;           /* rows×classes, or NULL */
     float *bias_grad;      /* classes, or NULL */
     float *row_loss, *row_correct;
@@ -58,7 +59,7 @@ __device__ void softmax_row(const softmax_args &p, int row, int first_row, float
     if (p.label_smoothing != 0.0f) {
         float part = 0.0f;
         for (int c = lane; c < p.classes; c += 32)
-            part += smoothed_target(c == label, p.label_smoothing, p.classes) * (z[c] - max);
+            part += (c == label ? p.targets.label : p.targets.other) * (z[c] - max);
         target_logit = warp_sum(part);
     }
     if (lane == 0) {
@@ -69,8 +70,7 @@ __device__ void softmax_row(const softmax_args &p, int row, int first_row, float
     if (p.grad) {
         float *g = p.grad + (size_t)row * p.classes;
         for (int c = lane; c < p.classes; c += 32) {
-            g[c] = p.grad_scale * (expf(z[c] - max - log_sum) -
-                                   smoothed_target(c == label, p.label_smoothing, p.classes));
+            g[c] = p.grad_scale * (expf(z[c] - max - log_sum) - (c == label ? p.targets.label : p.targets.other));
             if (warp_grad_sum) warp_grad_sum[c] += g[c];
         }
     }
@@ -146,7 +146,8 @@ void gpu_softmax_cross_entropy(cudaStream_t stream, const float *logits, const u
     }
     unsigned blocks = blocks_for(rows, WARPS_PER_BLOCK);
     if (blocks > GPU_SOFTMAX_MAX_BLOCKS) blocks = GPU_SOFTMAX_MAX_BLOCKS;
-    softmax_args args = {logits, labels, rows, classes, grad_scale, label_smoothing, grad, bias_grad,
+    softmax_args args = {logits, labels, rows, classes, grad_scale, label_smoothing,
+                         label_targets(label_smoothing, classes), grad, bias_grad,
                          row_loss, row_correct, prediction, cursor, scratch};
     softmax_cross_entropy_kernel<<<blocks, WARPS_PER_BLOCK * 32, 0, stream>>>(args);
     CUDA_CHECK_LAUNCH();
