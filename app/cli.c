@@ -127,8 +127,10 @@ static const char USAGE_OUTPUT[] =
 
 enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
-    OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED,
-    OPT_ALLREDUCE, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS, OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
+    OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR,
+    OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED, OPT_ALLREDUCE, OPT_SCHEDULE,
+    OPT_WARMUP, OPT_SCHEDULE_EPOCHS, OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE,
+    OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -194,15 +196,17 @@ static bool parse_float(const char *option, const char *text, double lo, double 
 static bool parse_weight_decay(const char *text, float *out) {
     double value;
     if (!parse_double_in(text, 0.0, 1e6, &value))
-        return usage_error("--weight-decay wants a number of 0 or more, such as 5e-4, not '%s'", text);
+        return usage_error("--weight-decay wants a number from 0 to 1e6, such as 5e-4, not '%s'",
+                           text);
     *out = (float)value;
     return true;
 }
 
 static bool parse_label_smoothing(const char *text, float *out) {
-    double value;
-    if (!parse_double_in(text, 0.0, 1.0, &value) || value >= 1.0)
-        return usage_error("--label-smoothing wants a number in [0, 1), such as 0.1, not '%s'", text);
+    double value; /* checked as the float it becomes: 0.99999999 rounds to 1 */
+    if (!parse_double_in(text, 0.0, 1.0, &value) || (float)value >= 1.0f)
+        return usage_error("--label-smoothing wants a number in [0, 1), such as 0.1, not '%s'",
+                           text);
     *out = (float)value;
     return true;
 }
@@ -401,17 +405,21 @@ static bool check_consistency(cli_options *o, bool pinned) {
     if (o->eval_only && (o->validation || o->target_accuracy > 0.0))
         return usage_error("--eval evaluates the test set; --validation and --target-accuracy "
                            "apply to training");
+    if (o->eval_only && (o->optimizer.weight_decay != 0.0f || o->label_smoothing != 0.0f))
+        return usage_error("--eval measures the plain loss; --weight-decay and --label-smoothing "
+                           "apply to training");
     if (o->eval_only && (o->save_path || o->log_path))
         return usage_error("--eval only evaluates; --save and --log apply to training");
     if (o->save_path && o->log_path && strcmp(o->save_path, o->log_path) == 0)
         return usage_error("--save and --log both name %s: the log would replace the checkpoint",
                            o->save_path);
     if (!o->lr_given) o->optimizer.lr = default_learning_rate(o->optimizer.kind, o->batch);
-    if ((double)o->optimizer.lr * o->optimizer.weight_decay >= 1.0)
+    /* in float, as the updates work it out: a product just below 1 may round to it */
+    float decayed_share = o->optimizer.lr * o->optimizer.weight_decay;
+    if ((double)o->optimizer.lr * o->optimizer.weight_decay >= 1.0 || decayed_share >= 1.0f)
         return usage_error("--weight-decay %g at --lr %g would scale the weights by 1 - %g each "
                            "update: lr times the decay must stay below 1",
-                           o->optimizer.weight_decay, o->optimizer.lr,
-                           (double)o->optimizer.lr * o->optimizer.weight_decay);
+                           o->optimizer.weight_decay, o->optimizer.lr, (double)decayed_share);
     return true;
 }
 

@@ -356,7 +356,8 @@ static bool plan_schedule(run_state *s, char *err) {
 }
 
 static bool start_trainer(run_state *s, char *err) {
-    if (!backend_join_ranks(s->be, s->options.allreduce, err, ERR_SIZE) || !check_device_memory(s, err))
+    if (!backend_join_ranks(s->be, s->options.allreduce, err, ERR_SIZE) ||
+        !check_device_memory(s, err))
         return false;
     train_config config = {
         .batch = s->options.batch,
@@ -481,10 +482,10 @@ static int train(run_state *s) {
         }
     }
     if (status == 0 && o->profile) report_phases(table, "run phases", &run_phases, run_wall_ms);
-    if (status == 0 && ran && o->test_each_epoch) /* the test set, after the last epoch */
-        outcome.test_loss = epochs[ran - 1].test_set_loss,
+    if (status == 0 && ran && o->test_each_epoch) { /* the test set, after the last epoch */
+        outcome.test_loss = epochs[ran - 1].test_set_loss;
         outcome.test_accuracy = epochs[ran - 1].test_set_accuracy;
-    else if (status == 0 && s->validation.count) /* the test set, once */
+    } else if (status == 0 && s->validation.count) /* the test set, once */
         trainer_evaluate_set(s->trainer, &s->test, &outcome.test_loss, &outcome.test_accuracy);
     else if (ran)
         outcome.test_loss = epochs[ran - 1].test_loss, outcome.test_accuracy = epochs[ran - 1].test_accuracy;

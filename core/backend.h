@@ -80,8 +80,8 @@ typedef struct {
  * output (after its ReLU):
  *   logits = h·W + b, and each row's loss and correctness as softmax_cross_entropy writes them
  *   dlogits = grad_scale · (softmax(logits) − target)      (rows×classes, not stored), target
- *             being the one-hot label smoothed by label_smoothing (label_smoothing.h), whose
- *             loss each row's is
+ *             being the one-hot label smoothed by label_smoothing (label_smoothing.h); each
+ *             row's loss is the cross-entropy against that target
  *   weight_grad = hᵀ·dlogits,  bias_grad = column sums of dlogits
  *   hidden_delta = dlogits·Wᵀ, zero where h <= 0 (the gradient w.r.t. the hidden layer's
  *                  pre-activation),  hidden_bias_grad = column sums of hidden_delta
@@ -102,12 +102,13 @@ typedef struct {
     const pass_cursor *cursor;     /* NULL: o = 0 */
 } output_layer_step;
 
-/* Decoupled weight decay (--weight-decay, as in AdamW and SGDW): an update first scales each
- * weight by keep = 1 - lr·rate, lr being that update's scheduled rate (a multiplication of its
- * own, rounded), then changes it as the optimizer does. Biases are not decayed: the weights are
- * the spans [begin[i], end[i]) of the flat parameter array (model.h's layout). The update
- * operations take it in the backend's memory, or NULL for no decay (their updates as they were
- * before decay existed, to the bit). */
+/* Decoupled weight decay (--weight-decay, as in AdamW and SGDW): an update first multiplies each
+ * weight by keep = 1 - lr·rate, lr being that update's scheduled rate, the product rounded on its
+ * own; then the optimizer changes the weight as usual. keep itself may differ by one rounding
+ * between the CPU and the GPU, whose compiler fuses 1 - lr·rate into one multiply-add. Biases
+ * are not decayed: the weights are the spans [begin[i], end[i]) of the flat parameter array
+ * (model.h's layout). The update operations take it in the backend's memory, or NULL for no
+ * decay (their updates as they were before decay existed, to the bit). */
 #define WEIGHT_DECAY_MAX_SPANS 16
 typedef struct {
     float rate;

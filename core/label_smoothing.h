@@ -8,14 +8,12 @@
 #ifndef MLP_LABEL_SMOOTHING_H
 #define MLP_LABEL_SMOOTHING_H
 
-#include <stdbool.h>
-
 #include "core/host_device.h"
 
 /* The target's two values, worked out once (a division) before the rows that use them. */
 typedef struct {
     float label; /* 1 - e + e / classes */
-    float other; /* e / classes */
+    float other; /* e / classes: 0 exactly when there is no smoothing */
 } smoothed_targets;
 
 MLP_HOST_DEVICE static inline smoothed_targets label_targets(float smoothing, int classes) {

@@ -74,8 +74,8 @@ void mlp_loss(mlp_model *model, const uint8_t *labels, int rows, const pass_metr
               const pass_cursor *cursor);
 
 /* A training step's forward pass and loss: the metrics as mlp_loss writes them (the loss with
- * model->label_smoothing's target), and the gradient
- * w.r.t. the logits of the rows' summed loss divided by batch_rows, kept for mlp_backward, with
+ * model->label_smoothing's target), and the gradient w.r.t. the logits of the rows' summed
+ * loss divided by batch_rows, kept for mlp_backward, with
  * the output layer's bias gradient. That is the gradient of the batch's mean loss when
  * batch_rows == rows; when these rows are one rank's share of a batch of batch_rows rows, the
  * ranks' gradients add up to it. Where the output layer is fused (output_layer_fused), the

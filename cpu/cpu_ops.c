@@ -65,8 +65,8 @@ void cpu_relu_backward(float *grad, const float *activation, int rows, int cols,
 
 /* One row: subtract the maximum before exponentiating, so logits of ±1e4 stay finite. */
 void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, float grad_scale,
-                                   float smoothing, float *grad, float *loss, float *correct,
-                                   int32_t *prediction) {
+                                   smoothed_targets targets, float *grad, float *loss,
+                                   float *correct, int32_t *prediction) {
     int best = 0;
     for (int c = 1; c < classes; c++)
         if (logits[c] > logits[best]) best = c;
@@ -77,9 +77,8 @@ void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, 
         if (grad) grad[c] = e; /* kept for the gradient: one exponential per class */
         sum += e;
     }
-    smoothed_targets targets = label_targets(smoothing, classes);
     float target_logit = logits[label] - max; /* sum over c of target[c]·(logits[c] - max) */
-    if (smoothing != 0.0f) {
+    if (targets.other != 0.0f) {
         target_logit = 0.0f;
         for (int c = 0; c < classes; c++)
             target_logit += (c == label ? targets.label : targets.other) * (logits[c] - max);
@@ -98,12 +97,13 @@ void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, 
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
                                float grad_scale, float smoothing, float *grad, float *row_loss,
                                float *row_correct, int32_t *prediction) {
+    smoothed_targets targets = label_targets(smoothing, classes);
 #pragma omp parallel for if ((long)rows * classes >= SOFTMAX_PARALLEL_MIN_ELEMENTS)
     for (int r = 0; r < rows; r++) {
         size_t offset = (size_t)r * classes;
-        cpu_softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale, smoothing,
-                                  grad ? grad + offset : NULL, &row_loss[r], &row_correct[r],
-                                  prediction ? &prediction[r] : NULL);
+        cpu_softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale, targets,
+                                      grad ? grad + offset : NULL, &row_loss[r], &row_correct[r],
+                                      prediction ? &prediction[r] : NULL);
     }
 }
 
@@ -139,8 +139,9 @@ float cpu_sum(const float *x, size_t n) {
 void cpu_decay_weights(float *param, const weight_decay *decay, float lr) {
     float keep = 1.0f - lr * decay->rate;
     for (int s = 0; s < decay->spans; s++) {
-#pragma omp parallel for schedule(static) if (decay->end[s] - decay->begin[s] >= PARALLEL_MIN_ELEMENTS)
-        for (int64_t i = decay->begin[s]; i < decay->end[s]; i++) param[i] *= keep;
+        int64_t begin = decay->begin[s], end = decay->end[s];
+#pragma omp parallel for schedule(static) if (end - begin >= PARALLEL_MIN_ELEMENTS)
+        for (int64_t i = begin; i < end; i++) param[i] *= keep;
     }
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/backend.h"
+#include "core/label_smoothing.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,11 +25,11 @@ void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ld
 void cpu_relu_backward(float *grad, const float *activation, int rows, int cols, int ld);
 
 /* One row of cpu_softmax_cross_entropy: its loss and correctness, the gradient (grad_scale ·
- * (softmax − target), the one-hot label smoothed by smoothing: label_smoothing.h) into grad and
- * the first maximum's index into prediction, each skipped if NULL. */
+ * (softmax − target), targets being label_targets of the smoothing: label_smoothing.h) into
+ * grad and the first maximum's index into prediction, each skipped if NULL. */
 void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, float grad_scale,
-                                   float smoothing, float *grad, float *loss, float *correct,
-                                   int32_t *prediction);
+                                   smoothed_targets targets, float *grad, float *loss,
+                                   float *correct, int32_t *prediction);
 
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
                                float grad_scale, float smoothing, float *grad, float *row_loss,

@@ -190,11 +190,12 @@ static void run_chunk(const output_layer_step *p, layer_size s, const float *wp,
     float logits[CHUNK_ROWS][MAX_CLASSES], dl[CHUNK_ROWS][MAX_CLASSES];
     const float *h = p->hidden + (size_t)first * s.H;
     int metrics_row = (p->cursor ? p->cursor->first_row : 0) + first;
+    smoothed_targets targets = label_targets(p->label_smoothing, s.C);
     chunk_logits(p, s, wp, h, rows, logits);
     for (int r = 0; r < CHUNK_ROWS; r++) {
         if (r < rows)
             cpu_softmax_cross_entropy_row(logits[r], p->labels[first + r], s.C, p->grad_scale,
-                                          p->label_smoothing, dl[r], &p->row_loss[metrics_row + r],
+                                          targets, dl[r], &p->row_loss[metrics_row + r],
                                           &p->row_correct[metrics_row + r], NULL);
         for (int c = r < rows ? s.C : 0; c < s.CP; c++) dl[r][c] = 0.0f;
     }

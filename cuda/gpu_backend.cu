@@ -188,9 +188,8 @@ void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labe
                            int32_t *prediction, const pass_cursor *cursor) {
     gpu_state *gpu = gpu_of(be);
     gpu_softmax_cross_entropy(gpu->stream, logits, labels, rows, classes, grad_scale,
-                              label_smoothing, grad,
-                              bias_grad, row_loss, row_correct, prediction, cursor,
-                              gpu->softmax_scratch);
+                              label_smoothing, grad, bias_grad, row_loss, row_correct, prediction,
+                              cursor, gpu->softmax_scratch);
 }
 
 /* The output layer in two launches (output_layer.cu) instead of seven. Offered by the tiled

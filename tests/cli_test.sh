@@ -69,10 +69,12 @@ expect 2 '--warmup 118 is as long as the schedule or longer: it spans 118 update
 expect 2 '--validation 60000 leaves no training images' -- "$mlp_train" "${quick[@]}" --validation 60000
 expect 2 '--validation wants an integer' -- "$mlp_train" --validation 0
 expect 2 "--test-each-epoch goes with --validation" -- "$mlp_train" --test-each-epoch
-expect 2 "--weight-decay wants a number of 0 or more" -- "$mlp_train" --weight-decay -0.1
-expect 2 "--weight-decay wants a number of 0 or more" -- "$mlp_train" --weight-decay abc
+expect 2 "--weight-decay wants a number from 0 to 1e6" -- "$mlp_train" --weight-decay -0.1
+expect 2 "--weight-decay wants a number from 0 to 1e6" -- "$mlp_train" --weight-decay abc
+expect 2 "--weight-decay and --label-smoothing apply to training" -- "$mlp_train" --load x --eval --weight-decay 1e-4
 expect 2 "lr times the decay must stay below 1" -- "$mlp_train" --lr 0.5 --weight-decay 2
 expect 2 "--label-smoothing wants a number in \[0, 1\)" -- "$mlp_train" --label-smoothing 1
+expect 2 "--label-smoothing wants a number in \[0, 1\)" -- "$mlp_train" --label-smoothing 0.99999999
 expect 2 "--label-smoothing wants a number in \[0, 1\)" -- "$mlp_train" --label-smoothing -0.1
 expect 2 "--target-accuracy wants an accuracy in \(0, 1\]" -- "$mlp_train" --target-accuracy 0
 expect 2 "--target-accuracy wants an accuracy in \(0, 1\]" -- "$mlp_train" --target-accuracy 1.5

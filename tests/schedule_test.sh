@@ -60,11 +60,19 @@ cmp -s <(field "$work/val1.json" '[(e["train_loss"], e["validation_loss"]) for e
 head -1 "$work/val.csv" | grep -q ',validation_loss,validation_accuracy,' ||
     fail "--validation: the CSV's columns are not named validation: $(head -1 "$work/val.csv")"
 
-# the test set after each epoch too
+# the test set after each epoch too: the same training and validation figures as without it,
+# and its last epoch's test figures those that the run without it measures once, at the end
 "$mlp_train" "${run[@]}" --impl "$impl" --epochs 2 --validation 1000 --test-each-epoch --json \
     --log "$work/each.csv" >"$work/each.json" 2>/dev/null || fail "--test-each-epoch failed"
-[ "$(field "$work/each.json" '[("validation_accuracy" in e, "test_accuracy" in e) for e in d["epochs"]] + [d["test_accuracy"] == d["epochs"][-1]["test_accuracy"]]')" = "[(True, True), (True, True), True]" ] ||
+"$mlp_train" "${run[@]}" --impl "$impl" --epochs 2 --validation 1000 --json >"$work/once.json" 2>/dev/null ||
+    fail "--validation run without --test-each-epoch failed"
+[ "$(field "$work/each.json" '["test_accuracy" in e for e in d["epochs"]]')" = "[True, True]" ] ||
     fail "--test-each-epoch: the JSON lacks each epoch's test figures: $(head -c 400 "$work/each.json")"
+seen='[(e["train_loss"], e["validation_loss"]) for e in d["epochs"]] + [d["test_accuracy"], d["test_loss"]]'
+[ "$(field "$work/each.json" "$seen")" = "$(field "$work/once.json" "$seen")" ] ||
+    fail "--test-each-epoch changed the training, the validation or the final test figures"
+[ "$(field "$work/each.json" '(d["epochs"][-1]["test_accuracy"], d["epochs"][-1]["test_loss"])')" = "$(field "$work/once.json" '(d["test_accuracy"], d["test_loss"])')" ] ||
+    fail "--test-each-epoch: the last epoch's test figures are not those measured at the end"
 head -1 "$work/each.csv" | grep -q ',validation_accuracy,time_s,images_per_s,test_loss,test_accuracy$' ||
     fail "--test-each-epoch: the CSV lacks the test columns: $(head -1 "$work/each.csv")"
 

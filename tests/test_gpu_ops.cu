@@ -431,12 +431,15 @@ void check_softmax_extremes() {
     std::vector<uint8_t> labels = {0, 1, 2, 3};
     device_buffer<float> dlogits(logits), dgrad(logits.size()), dloss(rows), dcorrect(rows);
     device_buffer<uint8_t> dlabels(labels);
-    gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, 0.3f, dgrad.ptr,
-                              nullptr, dloss.ptr, dcorrect.ptr, nullptr, nullptr, softmax_scratch);
-    bool finite = true;
-    for (float v : dgrad.download()) finite = finite && std::isfinite(v);
-    for (float v : dloss.download()) finite = finite && std::isfinite(v);
-    CHECK(finite, "softmax of logits ±1e4 is not finite");
+    for (float smoothing : {0.0f, 0.3f}) {
+        gpu_softmax_cross_entropy(stream, dlogits.ptr, dlabels.ptr, rows, classes, 1.0f, smoothing,
+                                  dgrad.ptr, nullptr, dloss.ptr, dcorrect.ptr, nullptr, nullptr,
+                                  softmax_scratch);
+        bool finite = true;
+        for (float v : dgrad.download()) finite = finite && std::isfinite(v);
+        for (float v : dloss.download()) finite = finite && std::isfinite(v);
+        CHECK(finite, "softmax of logits ±1e4, smoothing %g, is not finite", smoothing);
+    }
 }
 
 /* ---- the fused output layer (output_layer.cu) against output_layer_reference.c ---- */
@@ -544,8 +547,9 @@ void check_step_end(const device_buffer<pass_cursor> &cursor, pass_cursor want,
           blocks_done.download()[0]);
 }
 
-/* Weight decay at `rate` over two spans of n parameters, their ends neither at the start nor on
- * a multiple of 4 (SGD updates four parameters a thread). */
+/* Weight decay at `rate` over two spans of n parameters: [n/5, n/3) is a gap between them, so
+ * that a float4 of the update holds weights and biases for most n (SGD updates four parameters
+ * a thread), and the second ends before n. */
 weight_decay decay_of(float rate, size_t n) {
     weight_decay decay = {rate, 2, {0, (int64_t)n / 3}, {(int64_t)n / 5, (int64_t)(n - n / 7)}};
     return decay;

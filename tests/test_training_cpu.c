@@ -56,7 +56,8 @@ static void check_agreement(uint64_t seed, optimizer_kind kind, bool regularized
     /* agreement means something only if the runs learned: the test loss must clearly fall */
     CHECK(result.test_loss < LEARNED_FRACTION * result.initial_test_loss,
           "cpu blas %s%s: test loss went from %.4f to %.4f in 50 steps: not learning",
-          optimizer_name(kind), regularized ? ", regularized" : "", result.initial_test_loss, result.test_loss);
+          optimizer_name(kind), regularized ? ", regularized" : "", result.initial_test_loss,
+          result.test_loss);
     reference_be->destroy(reference_be);
     for (int i = 0; i < 2; i++) {
         cpu_set_threads(threads, IMPLS[i]);

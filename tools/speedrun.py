@@ -86,7 +86,7 @@ def run_ours(args, options, seed):
 
 def run_peer(args, peer, options, seeds):
     """The runs (one a seed) of the peer's configuration that trains fastest on this recipe, or
-    None where it cannot run it."""
+    None where no configuration ran every seed."""
     script = ROOT / "tools" / "peers" / f"{peer}_mlp.py"
     epochs = option_value(options, "--epochs")
     device = "cuda" if peer == "pytorch" and args.device == "gpu" else args.device  # its name for it
@@ -102,7 +102,7 @@ def run_peer(args, peer, options, seeds):
         if done.returncode != 0:
             last = done.stderr.strip().splitlines()[-1:] or ["no message"]
             print(f"speedrun.py: {peer} {' '.join(variant)}: {last[0][:300]}", file=sys.stderr)
-            return None
+            continue
         results = json.loads(done.stdout)["results"]
         if any("error" in r for r in results) or len(results) != len(seeds):
             print(f"speedrun.py: {peer} {' '.join(variant)}: a seed failed", file=sys.stderr)

@@ -331,7 +331,8 @@ __device__ void softmax(const fused_mlp_args &a, const step_plan &p) {
         float label_logit = __shfl_sync(WARP_FULL_MASK, my_logit, label);
         float target = lane >= C ? 0.0f : lane == label ? a.targets.label : a.targets.other;
         float target_logit = label_logit - max; /* sum over c of target[c]·(logit[c] - max) */
-        if (a.label_smoothing != 0.0f) target_logit = warp_sum(lane < C ? target * (my_logit - max) : 0.0f);
+        if (a.label_smoothing != 0.0f)
+            target_logit = warp_sum(lane < C ? target * (my_logit - max) : 0.0f);
         if (lane == 0) {
             a.row_loss[p.first + r] = log_sum - target_logit;
             a.row_correct[p.first + r] = best == label ? 1.0f : 0.0f;
@@ -600,7 +601,8 @@ template <int U> int resident_blocks(size_t shared) {
 size_t fused_mlp_shared_bytes(int U, int F, int C, int S, int batch, int stage_rows) {
     size_t floats = (size_t)U * F * (1 + S) + (size_t)U * C * (1 + S) + (size_t)U * (1 + S) +
                     (size_t)C * (1 + S) + U + (size_t)U * batch + (size_t)batch * C +
-                    (size_t)U * batch + (size_t)U * C + U + C + (size_t)WARPS * U + WARPS * 32 + UPDATE_CONSTANT_FLOATS +
+                    (size_t)U * batch + (size_t)U * C + U + C + (size_t)WARPS * U + WARPS * 32 +
+                    UPDATE_CONSTANT_FLOATS +
                     (size_t)backward_groups(backward_pixels(U), F) * U * F;
     return 2 * (size_t)stage_rows * F + floats * sizeof(float);
 }

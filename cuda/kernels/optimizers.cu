@@ -40,7 +40,8 @@ __device__ void move_cursor_on_when_read(const gpu_step_end &end) {
 }
 
 /* A parameter as its update starts: a weight decayed, a bias as it is. */
-__device__ __forceinline__ float decayed(float param, const weight_decay *decay, size_t i, float keep) {
+__device__ __forceinline__ float decayed(float param, const weight_decay *decay, size_t i,
+                                         float keep) {
     return weight_decays(decay, (int64_t)i) ? __fmul_rn(param, keep) : param;
 }
 

@@ -12,8 +12,8 @@
  *     a transposing sum over the warp leaves logit[c] = b[c] + sum of partial[c] in the lanes
  *     of class c (two lanes a class for C <= 16, one for C <= 32)
  *     softmax across those lanes, as softmax_cross_entropy.cu computes it (label smoothing
- *     included): loss, correctness,
- *     the lane's dlogit; then every lane gets every class's dlogit (shuffles)
+ *     included): loss, correctness, the lane's dlogit; then every lane gets every class's
+ *     dlogit (shuffles)
  *     dh[r][k] = sum over c of dlogits[c]·W[k][c], 0 where h[r][k] <= 0, for the lane's k
  *   The block keeps its rows' h, dh and dlogits in shared memory; after a barrier its threads
  *   sum them over the block's rows into the block's plane of partial sums, laid out as
@@ -145,8 +145,8 @@ __device__ float sum_over_classes(float x, int lanes) {
  * SMOOTH: with label smoothing (compiled apart, so that the step without it is unchanged). */
 template <int CLASSES, int VALUES, bool SMOOTH>
 __device__ void output_row(const output_layer_step &p, const float *wt, const float *bias,
-                           const float (&h)[VALUES], int row, int label, smoothed_targets targets, int first_row,
-                           float *h_rows, float *dh_rows, float *dlogit_rows, int slot) {
+                           const float (&h)[VALUES], int row, int label,
+                           smoothed_targets targets, int first_row, float *h_rows, float *dh_rows, float *dlogit_rows, int slot) {
     constexpr int LANES_PER_CLASS = 32 / lane_classes(CLASSES);
     int lane = threadIdx.x % 32, H = p.in;
     float partial[CLASSES];
@@ -175,7 +175,8 @@ __device__ void output_row(const output_layer_step &p, const float *wt, const fl
     if constexpr (SMOOTH) {
         bool real_class = my_class < p.classes; /* past C: padding, whose logit is -inf */
         target = !real_class ? 0.0f : my_class == label ? targets.label : targets.other;
-        target_logit = sum_over_classes(real_class ? target * (logit - max) : 0.0f, LANES_PER_CLASS);
+        float term = real_class ? target * (logit - max) : 0.0f;
+        target_logit = sum_over_classes(term, LANES_PER_CLASS);
     }
     float dlogit = p.grad_scale * (e / sum - target);
     if (lane == 0) {
@@ -259,8 +260,8 @@ __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
     __syncthreads();
 
     if (has_row) {
-        output_row<CLASSES, VALUES, SMOOTH>(p, wt, bias, h, row, label, a.targets, first_row, h_rows, dh_rows,
-                                    dlogit_rows, slot);
+        output_row<CLASSES, VALUES, SMOOTH>(p, wt, bias, h, row, label, a.targets, first_row,
+                                            h_rows, dh_rows, dlogit_rows, slot);
     } else { /* past the last row: zeros, which add nothing to the sums */
         for (int k = lane; k < H; k += 32) h_rows[slot * H + k] = dh_rows[slot * H + k] = 0.0f;
         if (lane < CLASSES) dlogit_rows[slot * CLASSES + lane] = 0.0f;
@@ -309,7 +310,8 @@ template <int CLASSES, int VALUES>
 void launch_rows(cudaStream_t stream, const row_args &a, int blocks, size_t shared) {
     auto kernel = a.step.label_smoothing != 0.0f ? output_layer_rows<CLASSES, VALUES, true>
                                                  : output_layer_rows<CLASSES, VALUES, false>;
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)shared));
     launch_dependent(kernel, blocks, THREADS, shared, stream, 1, a);
 }
 

@@ -70,7 +70,8 @@ __device__ void softmax_row(const softmax_args &p, int row, int first_row, float
     if (p.grad) {
         float *g = p.grad + (size_t)row * p.classes;
         for (int c = lane; c < p.classes; c += 32) {
-            g[c] = p.grad_scale * (expf(z[c] - max - log_sum) - (c == label ? p.targets.label : p.targets.other));
+            g[c] = p.grad_scale *
+                   (expf(z[c] - max - log_sum) - (c == label ? p.targets.label : p.targets.other));
             if (warp_grad_sum) warp_grad_sum[c] += g[c];
         }
     }

@@ -27,8 +27,10 @@ counted; the figure is the median of the others. Test accuracy is measured once,
 Prints one JSON object on stdout, as pytorch_mlp.py does (tools/peers/peer_common.py print_json):
   {"framework": "jax", "version", "jax", "jaxlib", "device", "backend", "matmul_precision",
    "results": [{"mode": "scan", "device", "batch", "threads", "lr", "epoch_s", "epoch_times_s",
-   "epochs_timed", "test_accuracy", "train_loss", "train_accuracy", "compile_epoch_s"}...]}
-A result for a batch that fails is {"mode", "device", "batch", "error"}; the others still run.
+   "epochs_timed", "test_accuracy", "train_loss", "train_accuracy", "compile_epoch_s", "unroll",
+   "seed"}...]}, one result a batch and seed (--seed takes several); compile_epoch_s is null for
+   a seed whose programs an earlier seed compiled.
+A result that fails is {"mode", "device", "batch", "seed", "error"}; the others still run.
 Exits 3 (after a line on stderr) when JAX, or a GPU backend for --device gpu, is not there.
 
 Example: tools/peers/jax_mlp.py --device gpu --batch 16 512 --epochs 5
@@ -111,22 +113,24 @@ def block_until_ready(jax, tree):
 
 
 def scan_run(jax, data, device, batch, lr, args):
-    """Returns (epoch times, train loss, train accuracy, test accuracy)."""
+    """Returns (epoch times, train loss, train accuracy, test accuracy, whether the first epoch
+    compiled the programs: only a configuration's first seed does)."""
     jnp = jax.numpy
     x_train, y_train, x_test, y_test = data
     count = x_train.shape[0]
-    key = (batch, lr, args.schedule, args.warmup, args.epochs, args.momentum, args.unroll,
-           args.no_train_metrics, args.weight_decay, args.label_smoothing)
-    if key not in COMPILED:  # every seed of a configuration runs the same programs
+    configuration = (batch, lr, args.schedule, args.warmup, args.epochs, args.momentum, args.unroll,
+                     args.no_train_metrics, args.weight_decay, args.label_smoothing)
+    compiles = configuration not in COMPILED  # every seed of a configuration runs the same programs
+    if compiles:
         rate = None
         if args.schedule != "constant" or args.warmup:
             warmup, total = common.schedule_span(args, count, batch)
             rate = lambda t: common.schedule_lr(args.schedule, lr, warmup, total, t.astype(jnp.float32),
                                                 cos=jnp.cos, where=jnp.where)  # noqa: E731
-        COMPILED[key] = build_epoch(jax, batch, count, lr, args.momentum, not args.no_train_metrics,
+        COMPILED[configuration] = build_epoch(jax, batch, count, lr, args.momentum, not args.no_train_metrics,
                                     donate=device.platform != "cpu", unroll=args.unroll, rate=rate,
                                     weight_decay=args.weight_decay, label_smoothing=args.label_smoothing)
-    epoch, forward = COMPILED[key]
+    epoch, forward = COMPILED[configuration]
     steps_per_epoch = -(-count // batch)
     params = [(jax.device_put(w, device), jax.device_put(b, device))
               for w, b in common.init_parameters(args.widths, args.seed)]
@@ -144,7 +148,7 @@ def scan_run(jax, data, device, batch, lr, args):
         times.append(time.perf_counter() - start)
     logits = forward(params, x_test)
     test_accuracy = float(jnp.mean(jnp.argmax(logits, axis=1) == y_test))
-    return times, train_loss, train_accuracy, test_accuracy
+    return times, train_loss, train_accuracy, test_accuracy, compiles
 
 
 def main():
@@ -190,14 +194,16 @@ def main():
         lr = args.lr if args.lr is not None else common.default_learning_rate(batch)
         for seed in args.seed:
             try:
-                times, loss, accuracy, test = scan_run(jax, data, device, batch, lr, common.with_seed(args, seed))
+                times, loss, accuracy, test, compiled = scan_run(jax, data, device, batch, lr,
+                                                                 common.with_seed(args, seed))
             except Exception as error:  # noqa: BLE001: reported per batch, not fatal
                 print(f"{PROGRAM}: scan batch {batch} failed: {error!r}", file=sys.stderr)
                 results.append({"mode": "scan", "device": args.device, "batch": batch, "seed": seed,
                                 "error": repr(error)[:500]})
                 continue
             results.append(common.result_record("scan", args.device, batch, args.threads, lr, times, test, loss,
-                                                accuracy, compile_epoch_s=times[0], unroll=args.unroll, seed=seed))
+                                                accuracy, compile_epoch_s=times[0] if compiled else None,
+                                                unroll=args.unroll, seed=seed))
             print(f"{PROGRAM}: scan batch {batch} seed {seed}: {1e3 * results[-1]['epoch_s']:.2f} ms per epoch, "
                   f"test accuracy {100 * test:.2f}%", file=sys.stderr)
     try:

@@ -29,9 +29,10 @@ Test accuracy is measured once, after the last epoch.
 Prints one JSON object on stdout (tools/peers/peer_common.py print_json):
   {"framework": "torch", "version", "torch", "device", "tf32", "results": [{"mode", "device",
    "batch", "threads", "lr", "epoch_s", "epoch_times_s", "epochs_timed", "test_accuracy",
-   "train_loss", "train_accuracy", "optimizer"}...]}
-A result for a mode that fails (a capture error, say) is {"mode", "device", "batch", "error"};
-the others still run.
+   "train_loss", "train_accuracy", "optimizer", "seed"}...]}, one result a batch, mode and seed
+   (--seed takes several)
+A result for a mode that fails (a capture error, say) is {"mode", "device", "batch", "seed",
+"error"}; the others still run.
 Exits 3 (after a line on stderr) when PyTorch, or CUDA for --device cuda, is not there.
 
 Example: tools/peers/pytorch_mlp.py --device cuda --batch 16 512 --modes eager graph --epochs 5
