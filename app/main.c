@@ -487,8 +487,10 @@ static int train(run_state *s) {
         outcome.test_accuracy = epochs[ran - 1].test_set_accuracy;
     } else if (status == 0 && s->validation.count) /* the test set, once */
         trainer_evaluate_set(s->trainer, &s->test, &outcome.test_loss, &outcome.test_accuracy);
-    else if (ran)
-        outcome.test_loss = epochs[ran - 1].test_loss, outcome.test_accuracy = epochs[ran - 1].test_accuracy;
+    else if (ran) {
+        outcome.test_loss = epochs[ran - 1].test_loss;
+        outcome.test_accuracy = epochs[ran - 1].test_accuracy;
+    }
     if (status == 0) report_outcome(table, &info, &outcome, ran);
     if (status == 0 && o->json) report_json(stdout, &info, epochs, ran, &outcome);
     if (status == 0 && speaks()) status = write_outputs(s, epochs, ran);

@@ -52,20 +52,30 @@ typedef struct {
     int samples;                /* rows this rank trains in a pass */
 } pass_plan;
 
+/* A set the trainer evaluates, in file order: its batches, and its per-sample metrics on the
+ * device. */
+typedef struct {
+    const dataset *data;
+    batch_feed *feed;
+    pass_metrics metrics;
+    int32_t *order; /* 0..count-1 */
+} evaluation_set;
+
 struct trainer {
     backend *be;
     train_config config;
-    const dataset *train, *test;
+    const dataset *train;
     mlp_model *model;
     optimizer *opt;
-    batch_feed *train_feed, *test_feed;
+    batch_feed *train_feed;
     /* Per-sample loss and correctness of a pass, kept on the device and reduced once per pass:
      * no host synchronization inside a step, and a deterministic sum. */
-    pass_metrics train_metrics, test_metrics;
+    pass_metrics train_metrics;
+    evaluation_set test;  /* the set each epoch evaluates */
+    evaluation_set other; /* trainer_evaluate_set's, made at its first call (data NULL before) */
     float *metric_sums;      /* two floats on the device: total loss, total correct */
     float *metric_sums_host; /* their copy on the host (alloc_host) */
     pass_cursor *train_cursor, *test_cursor; /* on the device */
-    int32_t *test_order; /* 0..test->count-1: the test pass reads in file order */
     pass_plan plan;
     int epochs_done;
     pass_mode mode;
@@ -86,6 +96,22 @@ static pass_metrics metrics_create(backend *be, int count) {
 static void metrics_destroy(backend *be, pass_metrics *m) {
     be->release(be, m->row_loss);
     be->release(be, m->row_correct);
+}
+
+static evaluation_set evaluation_set_create(trainer *t, const dataset *data) {
+    backend *be = t->be;
+    evaluation_set s = {data, be->feed_create(be, data, t->model->max_rows, t->config.feed),
+                        metrics_create(be, data->count),
+                        alloc_or_exit((size_t)data->count * sizeof(int32_t), "an evaluation order")};
+    for (int i = 0; i < data->count; i++) s.order[i] = i;
+    return s;
+}
+
+static void evaluation_set_destroy(backend *be, evaluation_set *s) {
+    if (!s->data) return;
+    be->feed_destroy(s->feed);
+    metrics_destroy(be, &s->metrics);
+    free(s->order);
 }
 
 /* Queues the reduction of a pass's metrics (count rows here) on the device and their copy back
@@ -328,7 +354,6 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     t->be = be;
     t->config = *config;
     t->train = train;
-    t->test = test;
     t->epochs_done = epochs_done;
     int max_rows = trainer_max_rows(config->batch);
     t->model = mlp_model_create(be, shape, max_rows);
@@ -345,10 +370,7 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     t->metric_sums_host = be->alloc_host(be, 2 * sizeof(float));
     t->train_cursor = be->alloc(be, sizeof(pass_cursor));
     t->test_cursor = be->alloc(be, sizeof(pass_cursor));
-    t->test_feed = be->feed_create(be, test, max_rows, config->feed);
-    t->test_metrics = metrics_create(be, test->count);
-    t->test_order = alloc_or_exit((size_t)test->count * sizeof(int32_t), "the test order");
-    for (int i = 0; i < test->count; i++) t->test_order[i] = i;
+    t->test = evaluation_set_create(t, test);
     t->profile = phase_profile_create(be, config->profile);
     progress_init(&t->progress, config->progress);
     if (train) t->plan = plan_pass(train->count, config->batch, be->rank, be->ranks);
@@ -373,15 +395,14 @@ void trainer_destroy(trainer *t) {
         be->feed_destroy(t->train_feed);
         metrics_destroy(be, &t->train_metrics);
     }
-    be->feed_destroy(t->test_feed);
-    metrics_destroy(be, &t->test_metrics);
+    evaluation_set_destroy(be, &t->test);
+    evaluation_set_destroy(be, &t->other);
     be->release(be, t->metric_sums);
     be->release_host(be, t->metric_sums_host);
     be->release(be, t->train_cursor);
     be->release(be, t->test_cursor);
     optimizer_destroy(t->opt);
     mlp_model_destroy(t->model);
-    free(t->test_order);
     free(t);
 }
 
@@ -433,27 +454,23 @@ static void train_pass(trainer *t, long steps) {
     t->opt->step += (int)steps;
 }
 
-/* A set in file order, batch by batch, through feed (count samples); per-row metrics (and
- * predictions) on the device. */
-static void evaluation_pass(trainer *t, batch_feed *feed, int count, const int32_t *order,
-                            pass_metrics metrics) {
+/* A set through the model in file order, batch by batch: per-row metrics (and predictions,
+ * unless NULL) on the device, and their sums queued for metrics_mean. */
+static void evaluation_pass(trainer *t, evaluation_set *set, int32_t *predictions) {
     backend *be = t->be;
-    be->feed_start_pass(feed, order, count);
+    int count = set->data->count;
+    pass_metrics metrics = set->metrics;
+    metrics.prediction = predictions;
+    be->feed_start_pass(set->feed, set->order, count);
     cursor_reset(be, t->test_cursor, 0);
     for (int offset = 0; offset < count; offset += t->model->max_rows) {
         int rows = count - offset < t->model->max_rows ? count - offset : t->model->max_rows;
-        batch_view batch = be->feed_next(feed, rows, t->test_cursor);
+        batch_view batch = be->feed_next(set->feed, rows, t->test_cursor);
         mlp_forward(t->model, batch.x, rows);
         mlp_loss(t->model, batch.y, rows, &metrics, t->test_cursor);
         be->advance_cursor(be, t->test_cursor, rows);
     }
-}
-
-/* The test set (the trainer's own): per-row metrics and predictions (NULL: none). */
-static void test_pass(trainer *t, int32_t *predictions) {
-    pass_metrics metrics = t->test_metrics;
-    metrics.prediction = predictions;
-    evaluation_pass(t, t->test_feed, t->test->count, t->test_order, metrics);
+    metrics_queue(t, &set->metrics, count, false);
 }
 
 bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char *err,
@@ -489,10 +506,9 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
 
     double eval_started = wall_seconds();
     phase_begin(t->profile, PHASE_EVAL);
-    test_pass(t, NULL);
-    metrics_queue(t, &t->test_metrics, t->test->count, false);
+    evaluation_pass(t, &t->test, NULL);
     wait_for_device(t);
-    metrics_mean(t, t->test->count, &result->test_loss, &result->test_accuracy);
+    metrics_mean(t, t->test.data->count, &result->test_loss, &result->test_accuracy);
     phase_end(t->profile, PHASE_EVAL);
     result->eval_time_s = wall_seconds() - eval_started;
     result->phases = phase_profile_collect(t->profile);
@@ -512,38 +528,31 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
 void trainer_evaluate(trainer *t, double *loss, double *accuracy,
                       long confusion[DATASET_CLASSES][DATASET_CLASSES]) {
     backend *be = t->be;
-    int count = t->test->count;
+    int count = t->test.data->count;
     int32_t *predictions_device = be->alloc(be, (size_t)count * sizeof(int32_t));
     int32_t *predictions = alloc_or_exit((size_t)count * sizeof(int32_t), "the predictions");
     nvtx_range_push("eval");
-    test_pass(t, predictions_device);
-    metrics_queue(t, &t->test_metrics, count, false);
+    evaluation_pass(t, &t->test, predictions_device);
     wait_for_device(t);
     metrics_mean(t, count, loss, accuracy);
     be->download(be, predictions, predictions_device, (size_t)count * sizeof(int32_t));
     nvtx_range_pop();
     memset(confusion, 0, sizeof(long) * DATASET_CLASSES * DATASET_CLASSES);
-    for (int i = 0; i < count; i++) confusion[t->test->labels[i]][predictions[i]]++;
+    for (int i = 0; i < count; i++) confusion[t->test.data->labels[i]][predictions[i]]++;
     free(predictions);
     be->release(be, predictions_device);
 }
 
 void trainer_evaluate_set(trainer *t, const dataset *data, double *loss, double *accuracy) {
-    backend *be = t->be;
-    int count = data->count;
-    batch_feed *feed = be->feed_create(be, data, t->model->max_rows, t->config.feed);
-    pass_metrics metrics = metrics_create(be, count);
-    int32_t *order = alloc_or_exit((size_t)count * sizeof(int32_t), "the evaluation order");
-    for (int i = 0; i < count; i++) order[i] = i;
+    if (t->other.data != data) { /* a set's batches and metrics are made once, kept for the next */
+        evaluation_set_destroy(t->be, &t->other);
+        t->other = evaluation_set_create(t, data);
+    }
     nvtx_range_push("eval");
-    evaluation_pass(t, feed, count, order, metrics);
-    metrics_queue(t, &metrics, count, false);
+    evaluation_pass(t, &t->other, NULL);
     wait_for_device(t);
-    metrics_mean(t, count, loss, accuracy);
+    metrics_mean(t, data->count, loss, accuracy);
     nvtx_range_pop();
-    free(order);
-    metrics_destroy(be, &metrics);
-    be->feed_destroy(feed);
 }
 
 void trainer_export(trainer *t, float **params, float **state, int *state_arrays,
