@@ -244,9 +244,10 @@ static void expect_field_refused(const char *what, const buffer *b, size_t offse
     free(copy.bytes);
 }
 
-/* Bytes before the parameters: magic, version, layers, widths, four u32 and two f32. */
+/* Bytes before the parameters: magic, version, layers, widths, four u32, the schedule (three
+ * u32 and an f32) and two f32. */
 static size_t header_size(const checkpoint *c) {
-    return 8 + 4 + 4 + 4 * (size_t)(c->shape.layers + 1) + 24;
+    return 8 + 4 + 4 + 4 * (size_t)(c->shape.layers + 1) + 16 + 16 + 8;
 }
 
 /* Flips the bits of mask in byte `at` of b, expects the load refused, and flips them back. */

@@ -19,18 +19,19 @@ without that peer.
 
 Usage: tools/speedrun.py [--recipes FILE] [--recipe NAME...] [--seeds N] [--peers jax pytorch]
                          [--mlp-train PATH] [--data DIR] [--device gpu|cpu] [--json OUT]
+                         [--timeout S]
 """
 import argparse
 import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools" / "peers"))
+from peer_common import last_line, run_process  # noqa: E402
 PEER_OPTIONS = {"--batch", "--epochs", "--lr", "--hidden", "--momentum", "--schedule", "--warmup",
                 "--weight-decay", "--label-smoothing"}
 OURS_ONLY = {"--impl", "--graph"}  # how mlp_train runs, not what it computes: not for peers
@@ -73,11 +74,10 @@ def mean_std(values):
 def run_ours(args, options, seed):
     command = [args.mlp_train, "--device", args.device, "--data", args.data, "--json", "--quiet",
                "--seed", str(seed)] + options
-    started = time.monotonic()
-    done = subprocess.run(command, capture_output=True, text=True)
-    wall = time.monotonic() - started
-    if done.returncode != 0:
-        sys.exit(f"speedrun.py: {shlex.join(command)} failed: {done.stderr.strip()[-400:]}")
+    done, wall = run_process(command, args.timeout)
+    if done is None or done.returncode != 0:
+        why = f"ran past {args.timeout} s" if done is None else done.stderr.strip()[-400:]
+        sys.exit(f"speedrun.py: {shlex.join(command)} failed: {why}")
     result = json.loads(done.stdout)
     return {"accuracy": result["test_accuracy"], "train_s": result["train_time_s"], "wall_s": wall,
             "fell_back": args.device == "gpu" and "--impl" in options and
@@ -98,10 +98,10 @@ def run_peer(args, peer, options, seeds):
         variants = [["--modes", "eager"]] + ([["--modes", "graph"]] if args.device == "gpu" else [])
     best = None
     for variant in variants:
-        done = subprocess.run(base + variant, capture_output=True, text=True)
-        if done.returncode != 0:
-            last = done.stderr.strip().splitlines()[-1:] or ["no message"]
-            print(f"speedrun.py: {peer} {' '.join(variant)}: {last[0][:300]}", file=sys.stderr)
+        done, _ = run_process(base + variant, args.timeout)
+        if done is None or done.returncode != 0:
+            why = f"ran past {args.timeout} s" if done is None else last_line(done.stderr)[:300] or "no message"
+            print(f"speedrun.py: {peer} {' '.join(variant)}: {why}", file=sys.stderr)
             continue
         results = json.loads(done.stdout)["results"]
         if any("error" in r for r in results) or len(results) != len(seeds):
@@ -150,6 +150,8 @@ def main():
     parser.add_argument("--data", default=str(ROOT / "data" / "mnist"))
     parser.add_argument("--device", default="gpu", choices=["gpu", "cpu"])
     parser.add_argument("--json", type=Path, help="write every run and summary here")
+    parser.add_argument("--timeout", type=float, default=1800,
+                        help="seconds a process (mlp_train, or a peer's configuration) may run")
     args = parser.parse_args()
     if args.seeds < 1:
         parser.error("--seeds must be at least 1")

@@ -61,10 +61,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import peer_common  # default_learning_rate; needs no NumPy (this folder is on the path)
+import peer_common  # needs no NumPy (this folder is on the path)
+from peer_common import last_line, run_process
 
 PEER_DIR = Path(__file__).resolve().parent  # the peer scripts, beside this one
 ROOT = PEER_DIR.parent.parent
@@ -178,23 +178,6 @@ def outcome(contender, batch, threads, status, note="", **figures):
     """One cell of the tables: status is ok, absent, failed, timeout or skipped."""
     return {"contender": contender["key"], "label": contender["label"], "kind": contender["kind"],
             "batch": batch, "threads": threads, "status": status, "note": note, **figures}
-
-
-def last_line(text):
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
-
-
-def run_process(command, timeout):
-    """(CompletedProcess or None on timeout, wall seconds)."""
-    start = time.monotonic()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, time.monotonic() - start
-    except OSError as error:  # no such program
-        return subprocess.CompletedProcess(command, 127, "", str(error)), time.monotonic() - start
-    return done, time.monotonic() - start
 
 
 def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="fp32"):

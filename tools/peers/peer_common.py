@@ -3,13 +3,15 @@ they train exactly mlp_train's job: MNIST as NumPy arrays (read by tools/idx_fil
 mlp_train's normalization, its default learning rate, its weight initialization scheme, the
 command-line options and the JSON they print.
 
-Imported by the peer scripts (they run from tools/peers/, so it is on their path) and by
-tools/peers/compare.py (default_learning_rate only; that needs no NumPy). NumPy is imported
-lazily: compare.py runs without it.
+Imported by the peer scripts (they run from tools/peers/, so it is on their path) and by the
+tools that run them, tools/peers/compare.py and tools/speedrun.py (default_learning_rate,
+run_process, last_line: none needs NumPy). NumPy is imported lazily: those tools run without it.
 """
 import json
 import math
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/, for idx_files
@@ -19,6 +21,23 @@ import idx_files  # noqa: E402
 # with this status, after one line on stderr; tools/peers/compare.py reports it as absent, not
 # failed.
 EXIT_ABSENT = 3
+
+
+def last_line(text):
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def run_process(command, timeout):
+    """(CompletedProcess or None on timeout, wall seconds)."""
+    start = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, time.monotonic() - start
+    except OSError as error:  # no such program
+        return subprocess.CompletedProcess(command, 127, "", str(error)), time.monotonic() - start
+    return done, time.monotonic() - start
 
 
 def absent(program, why):
