@@ -1,5 +1,5 @@
 /* The GPU implementations as whole trainers: finite-difference gradient checks, agreement with
- * the CPU blas implementation after 50 training steps from the same seed (SGD and Adam),
+ * the nearest CPU implementation after 50 training steps from the same seed (SGD and Adam),
  * bit-for-bit repeatability (no floating-point atomics anywhere), identical results from every
  * batch feed and from recorded (CUDA graph) and directly queued steps, the resident feed's
  * batches (each gathered ahead) against the host's, the fused persistent
@@ -26,9 +26,35 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};
  * seeds, 20 kept every implementation within 1e-4 of the CPU; one put the GPU's pipelined GEMM
  * (tiled, fused) 2.2e-3 away, while SGD and the gradient check passed for that seed. The fused
  * pass's check had kept the tight bound for Adam too, until seed 1795509238187151228 put it
- * 1.3e-4 away (hidden 64, batch 100) with SGD and the gradient check passing. */
+ * 1.3e-4 away (hidden 64, batch 100) with SGD and the gradient check passing. SGD meets such a
+ * kink too, more rarely (below). */
 #define AGREEMENT_BOUND 1e-4
 #define ADAM_AGREEMENT_BOUND 1e-2
+
+/* ‖params − cpu‖ / ‖cpu‖ for the CPU implementation nearest to params, trained on the same run:
+ * blas, and tiled and naive where blas is `bound` or more away. Each is a correct FP32 trainer
+ * with its own order of sums, and a run that passes within rounding of a ReLU's kink has more
+ * than one correct outcome: on seed 1795671587611573955 (one hidden layer of 32, batch 32, SGD;
+ * 0 of 40 other seeds) CPU naive ends 1.1e-3 from CPU blas and CPU tiled 5e-8 from it, the jump
+ * made in the first epoch; the fused kernel, on an H200, also 1.1e-3 from blas. A wrong kernel
+ * is far from all three. blas_result: the blas run's. */
+static double cpu_difference(const synthetic_run *run, const float *params, size_t n, double bound,
+                             synthetic_result *blas_result) {
+    static const char *const cpu_impls[] = {"blas", "tiled", "naive"};
+    double nearest = INFINITY;
+    for (int i = 0; i < 3 && nearest >= bound; i++) {
+        backend *cpu = cpu_backend_create(cpu_impls[i]);
+        size_t n_cpu;
+        synthetic_result result;
+        float *reference = train_synthetic(cpu, run, &n_cpu, &result);
+        cpu->destroy(cpu);
+        double difference = n_cpu == n ? relative_difference(params, reference, n) : INFINITY;
+        if (difference < nearest) nearest = difference;
+        if (i == 0) *blas_result = result;
+        free(reference);
+    }
+    return nearest;
+}
 
 /* The fused kernel trains one hidden layer (and falls back to tiled on more): it is checked on
  * such a model, and must have run its whole-pass kernel. Its gradient check is of the step's
@@ -49,27 +75,23 @@ static void check_implementation(const char *impl, uint64_t seed) {
         synthetic_run run = {.optimizer = kind, .batch = 32, .steps = 50, .seed = seed,
                              .feed = {DATA_RESIDENT, false}, .hidden = fused ? 32 : 0,
                              .regularized = regularized};
-        size_t n, n_cpu;
-        synthetic_result result;
-        backend *cpu = cpu_backend_create("blas");
-        float *reference = train_synthetic(cpu, &run, &n_cpu, &result);
-        cpu->destroy(cpu);
+        size_t n;
+        synthetic_result result, cpu_result;
         float *params = train_synthetic(be, &run, &n, &result);
         const char *named = regularized ? ", regularized" : "";
         CHECK(!fused || strcmp(result.pass_mode, "whole") == 0,
               "gpu fused, %s%s: passes ran %s, not whole", optimizer_name(kind), named, result.pass_mode);
         float *again = train_synthetic(be, &run, &n, &result);
-        double difference = relative_difference(params, reference, n);
         double bound = kind == OPTIMIZER_ADAM ? ADAM_AGREEMENT_BOUND : AGREEMENT_BOUND;
-        CHECK(n == n_cpu && difference < bound,
-              "gpu %s vs cpu blas, %s%s: parameters differ by %.3g after 50 steps", impl,
-              optimizer_name(kind), named, difference);
+        double difference = cpu_difference(&run, params, n, bound, &cpu_result);
+        CHECK(difference < bound,
+              "gpu %s vs the nearest cpu implementation, %s%s: parameters differ by %.3g after 50 steps",
+              impl, optimizer_name(kind), named, difference);
         CHECK(memcmp(params, again, n * sizeof(float)) == 0,
               "gpu %s, %s%s: two identical runs gave different parameters", impl,
               optimizer_name(kind), named);
         free(params);
         free(again);
-        free(reference);
     }
     be->destroy(be);
 }
@@ -137,7 +159,6 @@ static void check_fused_pass(uint64_t seed) {
     const char *which = getenv("MLP_TEST_SHAPES");
     size_t count = which && strcmp(which, "small") == 0 ? 2 : sizeof shapes / sizeof shapes[0];
     backend *be = gpu_backend_create("fused", 0, PRECISION_FP32);
-    backend *cpu = cpu_backend_create("blas");
     for (size_t i = 0; i < count; i++)
         for (int k = 0; k < 2; k++) {
             optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
@@ -147,18 +168,18 @@ static void check_fused_pass(uint64_t seed) {
             synthetic_run run = {.optimizer = kind, .batch = batch, .steps = steps, .seed = seed,
                                  .feed = {DATA_RESIDENT, false}, .hidden = hidden, .epochs = 2,
                                  .regularized = regularized};
-            size_t n, n_cpu;
+            size_t n;
             synthetic_result result, cpu_result;
-            float *reference = train_synthetic(cpu, &run, &n_cpu, &cpu_result);
             float *params = train_synthetic(be, &run, &n, &result);
             float *again = train_synthetic(be, &run, &n, &result);
-            double difference = relative_difference(params, reference, n);
             double bound = kind == OPTIMIZER_ADAM ? ADAM_AGREEMENT_BOUND : AGREEMENT_BOUND;
+            double difference = cpu_difference(&run, params, n, bound, &cpu_result);
             CHECK(strcmp(result.pass_mode, "whole") == 0, "fused, hidden %d: passes ran %s, not whole",
                   hidden, result.pass_mode);
-            CHECK(n == n_cpu && difference < bound,
-                  "fused vs cpu blas, hidden %d, batch %d, %s%s: parameters differ by %.3g", hidden,
-                  batch, optimizer_name(kind), regularized ? ", regularized" : "", difference);
+            CHECK(difference < bound,
+                  "fused vs the nearest cpu implementation, hidden %d, batch %d, %s%s: parameters "
+                  "differ by %.3g",
+                  hidden, batch, optimizer_name(kind), regularized ? ", regularized" : "", difference);
             CHECK(fabs(result.test_loss - cpu_result.test_loss) < 1e-3 * cpu_result.test_loss,
                   "fused vs cpu blas, hidden %d, batch %d: test loss %.6g vs %.6g", hidden, batch,
                   result.test_loss, cpu_result.test_loss);
@@ -167,9 +188,7 @@ static void check_fused_pass(uint64_t seed) {
                   batch);
             free(params);
             free(again);
-            free(reference);
         }
-    cpu->destroy(cpu);
     be->destroy(be);
 }
 
