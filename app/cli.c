@@ -53,6 +53,9 @@ static const char USAGE[] =
     "                          all-reduce that reads the other GPUs' memory (p2p: one\n"
     "                          host, peer access), or NCCL's (default: auto, p2p where\n"
     "                          it can run, else NCCL)\n"
+    "  --allreduce-overlap on|off  GPU ranks: sum each layer's gradient as soon as the\n"
+    "                          backward pass has it, beside the rest of the pass, or the\n"
+    "                          whole gradient after it (default: on; --profile: off)\n"
     "\n";
 
 static const char USAGE_DATA_AND_TRAINING[] =
@@ -128,9 +131,9 @@ static const char USAGE_OUTPUT[] =
 enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
     OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR,
-    OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED, OPT_ALLREDUCE, OPT_SCHEDULE,
-    OPT_WARMUP, OPT_SCHEDULE_EPOCHS, OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE,
-    OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
+    OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED, OPT_ALLREDUCE,
+    OPT_ALLREDUCE_OVERLAP, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS, OPT_VALIDATION,
+    OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -153,6 +156,7 @@ static const struct option LONG_OPTIONS[] = {
     {"label-smoothing", required_argument, NULL, OPT_LABEL_SMOOTHING},
     {"seed", required_argument, NULL, OPT_SEED},
     {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
+    {"allreduce-overlap", required_argument, NULL, OPT_ALLREDUCE_OVERLAP},
     {"schedule", required_argument, NULL, OPT_SCHEDULE},
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"schedule-epochs", required_argument, NULL, OPT_SCHEDULE_EPOCHS},
@@ -282,6 +286,7 @@ static void set_defaults(cli_options *o) {
     o->seed = 42;
     o->feed = (feed_options){DATA_RESIDENT, false};
     o->graph = true;
+    o->allreduce_overlap = true;
 }
 
 static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned) {
@@ -330,6 +335,10 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
                        : strcmp(arg, "nccl") == 0 ? ALLREDUCE_NCCL
                                                   : ALLREDUCE_AUTO;
         return one_of("--allreduce", arg, allreduce_choices);
+    case OPT_ALLREDUCE_OVERLAP:
+        o->allreduce_overlap = strcmp(arg, "on") == 0;
+        o->allreduce_overlap_given = true;
+        return one_of("--allreduce-overlap", arg, on_off);
     case OPT_SCHEDULE:
         o->schedule_given = true;
         for (int k = 0; k < SCHEDULE_KINDS; k++)
@@ -394,9 +403,11 @@ static bool check_consistency(cli_options *o, bool pinned) {
     if (o->graph_given && o->graph && o->feed.placement != DATA_RESIDENT)
         return usage_error("--graph on cannot replay steps that copy each batch from the host: "
                            "use --data device, or --graph off");
-    if (o->allreduce != ALLREDUCE_AUTO && o->device && strcmp(o->device, "cpu") == 0)
-        return usage_error("--allreduce chooses how GPU ranks sum their gradients; the CPU's "
-                           "ranks use MPI_Allreduce");
+    if ((o->allreduce != ALLREDUCE_AUTO || o->allreduce_overlap_given) && o->device &&
+        strcmp(o->device, "cpu") == 0)
+        return usage_error("--allreduce%s chooses how GPU ranks sum their gradients; the CPU's "
+                           "ranks use MPI_Allreduce, after the backward pass",
+                           o->allreduce_overlap_given ? "-overlap" : "");
     if (o->eval_only && !o->load_path)
         return usage_error("--eval needs --load FILE: there is nothing to evaluate");
     if (o->test_each_epoch && !o->validation)

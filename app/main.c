@@ -366,6 +366,7 @@ static bool start_trainer(run_state *s, char *err) {
         .label_smoothing = s->options.label_smoothing,
         .feed = s->options.feed,
         .record_steps = s->options.graph,
+        .overlap_all_reduce_floats = s->options.allreduce_overlap ? OVERLAP_ALL_REDUCE_FLOATS : 0,
         .profile = s->options.profile,
         .progress = !s->options.quiet && speaks(),
     };
@@ -429,7 +430,8 @@ static run_info describe(run_state *s) {
                       s->train.count, s->test.count, s->validation.count,
                       trainer_pass_mode(s->trainer),
                       &s->startup,   s->be->ranks,  s->be->all_reduce_name,
-                      distributed_library(), advised ? s->advice : NULL};
+                      distributed_library(), advised ? s->advice : NULL,
+                      trainer_all_reduces_early(s->trainer) > 0};
 }
 
 static int evaluate_only(run_state *s) {

@@ -39,6 +39,7 @@ typedef struct {
     const char *all_reduce;     /* how their gradients are summed; NULL alone, not under mpirun */
     const char *mpi_library;    /* e.g. "Open MPI v4.1.4" */
     const char *advice;         /* a fix for a slow set-up (OpenBLAS's kernels), or NULL */
+    bool all_reduce_overlapped; /* the last layers' summed beside the backward pass */
 } run_info;
 
 /* The run's description; with --profile, its start-up too. */

@@ -191,12 +191,49 @@ void mlp_forward_loss(mlp_model *model, const float *x, const uint8_t *labels, i
                                      metrics->row_correct, metrics->prediction, cursor);
 }
 
+/* The backward pass's sums across the ranks (early_reduce_floats): the layers whose gradients
+ * are complete and whose sum has not started are l, l + 1, ...: one span of the flat layout
+ * (W_l, b_l, W_l+1, ...) from weight_offset[l] to `end`. */
+typedef struct {
+    size_t end;
+    int started; /* sums started before the pass's end */
+} early_reduces;
+
+/* Layer l's gradient is complete: whether to start the sum of the layers complete and not yet
+ * summed, [weight_offset[l], r->end): where they hold enough, or where l is the first layer and
+ * sums were started before it. If so, *count gets its length and r moves on. */
+static bool sum_ready(const mlp_model *model, early_reduces *r, int l, size_t *count) {
+    if (!model->early_reduce_floats) return false;
+    size_t begin = model->shape.weight_offset[l];
+    bool early = l > 0 && r->end - begin >= model->early_reduce_floats;
+    if (!early && !(l == 0 && r->started)) return false;
+    *count = r->end - begin;
+    r->end = begin;
+    r->started += early;
+    return true;
+}
+
+static void layer_complete(mlp_model *model, early_reduces *r, int l) {
+    size_t count;
+    if (sum_ready(model, r, l, &count))
+        model->be->all_reduce_start(model->be, model->grads + model->shape.weight_offset[l], count);
+}
+
+int mlp_reduces_early(const mlp_model *model) {
+    early_reduces r = {model->shape.param_count, 0};
+    size_t count;
+    for (int l = model->shape.layers - 1; l >= 0; l--) sum_ready(model, &r, l, &count);
+    return r.started;
+}
+
 void mlp_backward(mlp_model *model, const float *x, int rows) {
     backend *be = model->be;
     const mlp_shape *s = &model->shape;
     /* The loss left the output layer's delta and bias gradient; a fused output layer left all of
      * its gradients, and the delta and bias gradient of the layer below it. */
     int top = s->layers - 1 - (model->output_layer_fused ? 1 : 0);
+    early_reduces reduces = {s->param_count, 0};
+    if (model->output_layer_fused) layer_complete(model, &reduces, s->layers - 1);
     for (int l = top; l >= 0; l--) {
         int in = s->width[l], out = s->width[l + 1];
         const float *input = l == 0 ? x : model->activations[l - 1];
@@ -206,6 +243,7 @@ void mlp_backward(mlp_model *model, const float *x, int rows) {
                  model->grads + s->weight_offset[l], out, NULL);
         /* db_l (out) = column sums of delta, unless it came with the loss */
         if (l < top) be->column_sums(be, delta, rows, out, model->grads + s->bias_offset[l]);
+        layer_complete(model, &reduces, l);
         if (l == 0) break;
         /* dZ_{l-1} (rows×in) = delta (rows×out) · W_l^T (out×in), zero where the ReLU was */
         float *input_delta = model->deltas[(l - 1) % 2];

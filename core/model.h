@@ -52,6 +52,12 @@ typedef struct {
      * (backend.h, output_layer): a hidden layer's delta and bias gradient come with the loss. */
     bool output_layer_fused;
     float label_smoothing; /* of mlp_forward_loss's loss (label_smoothing.h); 0 from create */
+    /* Among ranks (backend.h, all_reduce_start): mlp_backward starts the sum of the layers whose
+     * gradients are complete, beside the rest of the backward pass, as soon as they hold at least
+     * early_reduce_floats floats (the layers of a smaller sum wait for the layers below them),
+     * and then the sum of the rest at its end; 0 (from create): never, and the caller sums the
+     * whole gradient after it. */
+    size_t early_reduce_floats;
 } mlp_model;
 
 mlp_model *mlp_model_create(backend *be, const mlp_shape *shape, int max_rows);
@@ -84,7 +90,12 @@ void mlp_forward_loss(mlp_model *model, const float *x, const uint8_t *labels, i
                       int batch_rows, const pass_metrics *metrics, const pass_cursor *cursor);
 
 /* Gradients of mlp_forward_loss's loss w.r.t. every parameter into model->grads (overwritten,
- * not added), from what mlp_forward_loss left (so that call comes first). */
+ * not added), from what mlp_forward_loss left (so that call comes first); summed across the
+ * ranks as well where mlp_reduces_early says so (the caller then calls all_reduce_finish). */
 void mlp_backward(mlp_model *model, const float *x, int rows);
+
+/* How many sums across the ranks mlp_backward starts before its end (early_reduce_floats); where
+ * it starts any, it starts the rest's too. 0: it starts none. */
+int mlp_reduces_early(const mlp_model *model);
 
 #endif

@@ -234,12 +234,14 @@ static void queue_gradients(trainer *t, int kind, phase_profile *profile) {
     phase_end(profile, PHASE_BACKWARD);
 }
 
-/* The ranks' gradients summed: the gradient of the global batch's mean loss on every rank. */
+/* The ranks' gradients summed: the gradient of the global batch's mean loss on every rank. Where
+ * the backward pass started the sums, what is left is to wait for them. */
 static void queue_all_reduce(trainer *t, phase_profile *profile) {
     backend *be = t->be;
     if (!be->all_reduce_sum) return;
     phase_begin(profile, PHASE_ALLREDUCE);
-    be->all_reduce_sum(be, t->model->grads, t->model->shape.param_count);
+    if (mlp_reduces_early(t->model)) be->all_reduce_finish(be);
+    else be->all_reduce_sum(be, t->model->grads, t->model->shape.param_count);
     phase_end(profile, PHASE_ALLREDUCE);
 }
 
@@ -374,7 +376,9 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     t->profile = phase_profile_create(be, config->profile);
     progress_init(&t->progress, config->progress);
     if (train) t->plan = plan_pass(train->count, config->batch, be->rank, be->ranks);
-    warm_up(t);
+    warm_up(t); /* with the whole gradient's all-reduce, which sets it up */
+    if (be->all_reduce_start && !config->profile)
+        t->model->early_reduce_floats = config->overlap_all_reduce_floats;
     if (train) {
         t->train_feed = be->feed_create(be, train, largest_share(&t->plan), config->feed);
         t->train_metrics = metrics_create(be, train->count);
@@ -407,6 +411,8 @@ void trainer_destroy(trainer *t) {
 }
 
 const char *trainer_pass_mode(const trainer *t) { return pass_mode_names[t->mode]; }
+
+int trainer_all_reduces_early(const trainer *t) { return mlp_reduces_early(t->model); }
 
 const char *trainer_whole_pass_refusal(const trainer *t) {
     return t->whole_pass_refusal[0] ? t->whole_pass_refusal : NULL;

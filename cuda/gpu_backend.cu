@@ -349,6 +349,9 @@ void destroy(backend *be) {
     CUDA_CHECK(cudaEventDestroy(gpu->batch_wanted));
     CUDA_CHECK(cudaEventDestroy(gpu->batch_ready));
     CUDA_CHECK(cudaStreamDestroy(gpu->feed_stream));
+    CUDA_CHECK(cudaEventDestroy(gpu->grads_ready));
+    CUDA_CHECK(cudaEventDestroy(gpu->reduced));
+    CUDA_CHECK(cudaStreamDestroy(gpu->reduce_stream));
     CUDA_CHECK(cudaStreamDestroy(gpu->stream));
     delete gpu;
     delete be;
@@ -450,9 +453,30 @@ void gpu_join_batch_ahead(gpu_state *gpu) {
     gpu->batch_pending = false;
 }
 
+cudaStream_t gpu_fork_reduce(gpu_state *gpu) {
+    CUDA_CHECK(cudaEventRecord(gpu->grads_ready, gpu->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(gpu->reduce_stream, gpu->grads_ready, 0));
+    if (gpu->sums_pending) CUDA_CHECK(cudaStreamWaitEvent(gpu->reduce_stream, gpu->sums_ready, 0));
+    return gpu->reduce_stream;
+}
+
+void gpu_reduce_queued(gpu_state *gpu) {
+    CUDA_CHECK(cudaEventRecord(gpu->reduced, gpu->reduce_stream));
+    gpu->reduce_pending = true;
+}
+
+void gpu_join_reduces(gpu_state *gpu) {
+    if (!gpu->reduce_pending) return;
+    CUDA_CHECK(cudaStreamWaitEvent(gpu->stream, gpu->reduced, 0));
+    gpu->reduce_pending = false;
+}
+
+void gpu_all_reduce_finish(backend *be) { gpu_join_reduces(gpu_of(be)); }
+
 void gpu_join_side_streams(gpu_state *gpu) {
     gpu_join_output_sums(gpu);
     gpu_join_batch_ahead(gpu);
+    gpu_join_reduces(gpu);
 }
 
 void *gpu_alloc_or_exit(size_t bytes) {
@@ -520,6 +544,9 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
     CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->feed_stream, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&gpu->batch_wanted, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&gpu->batch_ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&gpu->reduce_stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&gpu->grads_ready, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&gpu->reduced, cudaEventDisableTiming));
     if (chosen->gemm[PRECISION_FP32] == gemm_cublas) {
         gpu->cublas = cublas_gemm_handle(gpu->stream);
         gpu->cublas_workspace = gpu_alloc_or_exit(CUBLAS_WORKSPACE_BYTES);

@@ -53,8 +53,18 @@ const char *last_error(ncclComm_t comm) {
 void all_reduce_sum(backend *be, float *data, size_t n) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_output_sums(gpu); /* the gradients include the output layer's sums */
+    gpu_join_reduces(gpu);     /* every rank's calls run one after the other, in order */
     NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, gpu->stream),
                gpu->nccl->comm);
+}
+
+/* The same on reduce_stream, beside the stream's work from here on. */
+void all_reduce_start(backend *be, float *data, size_t n) {
+    gpu_state *gpu = gpu_of(be);
+    cudaStream_t side = gpu_fork_reduce(gpu);
+    NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, side),
+               gpu->nccl->comm);
+    gpu_reduce_queued(gpu);
 }
 
 } // namespace
@@ -74,6 +84,8 @@ void gpu_backend_join(backend *be) {
     be->rank = distributed_rank();
     be->ranks = distributed_ranks();
     be->all_reduce_sum = all_reduce_sum;
+    be->all_reduce_start = all_reduce_start;
+    be->all_reduce_finish = gpu_all_reduce_finish;
     be->all_reduce_name = nccl->name;
 }
 

@@ -104,6 +104,7 @@ void all_reduce_sum(backend *be, float *data, size_t n) {
     gpu_state *gpu = gpu_of(be);
     gpu_p2p *p = gpu->p2p;
     gpu_join_output_sums(gpu); /* the gradients include the output layer's sums */
+    gpu_join_reduces(gpu);     /* every rank's calls run one after the other, in order */
     if (n > p->capacity) {
         cudaStreamCaptureStatus capturing;
         CUDA_CHECK(cudaStreamIsCapturing(gpu->stream, &capturing));
@@ -116,6 +117,20 @@ void all_reduce_sum(backend *be, float *data, size_t n) {
         map_blocks(p, n);
     }
     gpu_p2p_all_reduce(gpu->stream, kernel_arguments(p, data, n));
+}
+
+/* The same on reduce_stream, beside the stream's work from here on: after the warm-up's call of
+ * the whole gradient (trainer.c), so the buffers hold any layer's. */
+void all_reduce_start(backend *be, float *data, size_t n) {
+    gpu_state *gpu = gpu_of(be);
+    gpu_p2p *p = gpu->p2p;
+    if (n > p->capacity) {
+        std::fprintf(stderr, "mlp_train: internal error: the p2p all-reduce started on %zu floats "
+                             "before its buffers were set up\n", n);
+        std::exit(1);
+    }
+    gpu_p2p_all_reduce(gpu_fork_reduce(gpu), kernel_arguments(p, data, n));
+    gpu_reduce_queued(gpu);
 }
 
 } // namespace
@@ -167,6 +182,8 @@ void gpu_backend_join_p2p(backend *be) {
     be->rank = p->rank;
     be->ranks = p->ranks;
     be->all_reduce_sum = all_reduce_sum;
+    be->all_reduce_start = all_reduce_start;
+    be->all_reduce_finish = gpu_all_reduce_finish;
     be->all_reduce_name = p->name;
 }
 

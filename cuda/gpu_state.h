@@ -28,6 +28,13 @@ struct gpu_state {
     bool batch_pending;
     unsigned long capture_serial;
     bool gather_ahead; /* the implementation's kernels leave room for a gather beside them */
+    /* ...and, under mpirun, the layers' all-reduces started during the backward pass
+     * (backend.h, all_reduce_start), on reduce_stream: grads_ready marks the work they wait for
+     * on the stream, reduced their end, and reduce_pending says that the stream has yet to wait
+     * for it (gpu_fork_reduce, gpu_join_reduces). */
+    cudaStream_t reduce_stream;
+    cudaEvent_t grads_ready, reduced;
+    bool reduce_pending;
     cublasHandle_t cublas;              /* blas implementation only */
     void *cublas_workspace;             /* its workspace, fixed so that its calls can be recorded */
     gpu_softmax_scratch softmax_scratch; /* the output bias gradient's partial sums */
@@ -67,8 +74,18 @@ void gpu_join_output_sums(gpu_state *gpu);
  * before the step that reads it (gpu_feed.cu). */
 void gpu_join_batch_ahead(gpu_state *gpu);
 
+/* Makes reduce_stream wait for what the stream has queued so far and for the output layer's
+ * sums (the gradients a started all-reduce sums), and returns it; gpu_reduce_queued marks the
+ * end of the all-reduce queued on it, which gpu_join_reduces makes the stream wait for. */
+cudaStream_t gpu_fork_reduce(gpu_state *gpu);
+void gpu_reduce_queued(gpu_state *gpu);
+void gpu_join_reduces(gpu_state *gpu);
+
+/* all_reduce_finish (backend.h) of either all-reduce: gpu_join_reduces. */
+void gpu_all_reduce_finish(backend *be);
+
 /* Makes the stream wait for everything running beside it (the output layer's sums, a batch
- * gathered ahead): before anything that reads the gradients (the update, an all-reduce, a
+ * gathered ahead, the layers' all-reduces): before anything that reads the gradients (the update, an all-reduce, a
  * download), moves a pass cursor (which a gather ahead reads), or waits for the device, and
  * before a recording starts or ends. */
 void gpu_join_side_streams(gpu_state *gpu);

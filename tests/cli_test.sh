@@ -61,6 +61,9 @@ expect 2 '--precision tf32 applies to --impl tiled, blas and fused' -- \
 expect 2 '--allreduce chooses how GPU ranks sum.*MPI_Allreduce' -- \
     "$mlp_train" --device cpu --allreduce p2p
 expect 2 "--allreduce: unknown value 'ring'" -- "$mlp_train" --allreduce ring
+expect 2 '--allreduce-overlap chooses how GPU ranks sum.*MPI_Allreduce' -- \
+    "$mlp_train" --device cpu --allreduce-overlap off
+expect 2 "--allreduce-overlap: unknown value 'maybe'" -- "$mlp_train" --allreduce-overlap maybe
 # time to accuracy: schedules, validation, target
 expect 2 "--schedule: unknown value 'linear'" -- "$mlp_train" --schedule linear
 expect 2 '--warmup wants an integer' -- "$mlp_train" --warmup -5

@@ -222,6 +222,7 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
         .label_smoothing = run->regularized ? REGULARIZATION_LABEL_SMOOTHING : 0.0f,
         .feed = run->feed,
         .record_steps = run->record_steps,
+        .overlap_all_reduce_floats = run->overlap_all_reduce ? 1 : 0,
     };
     trainer *t = trainer_create(be, &shape, &train, &test, &config, initial, NULL, 0, 0);
     double initial_accuracy;
@@ -238,6 +239,7 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
         }
     }
     out->pass_mode = trainer_pass_mode(t);
+    out->all_reduces_early = trainer_all_reduces_early(t);
     out->train_loss = result.train_loss;
     out->test_loss = result.test_loss;
     out->test_accuracy = result.test_accuracy;

@@ -50,6 +50,7 @@ typedef struct {
     int epochs;            /* 0 means 1 */
     int samples;           /* training images; 0: steps batches, the last a partial one */
     bool regularized;      /* with weight decay and label smoothing (REGULARIZATION below) */
+    bool overlap_all_reduce; /* among ranks: each layer's all-reduce started as it is complete */
 } synthetic_run;
 
 typedef struct {
@@ -58,6 +59,7 @@ typedef struct {
     double test_loss;         /* after the epoch */
     double test_accuracy;
     const char *pass_mode;    /* how the trainer ran the passes: "direct", "recorded", "whole" */
+    int all_reduces_early;    /* a step's all-reduces started before its backward pass ended */
 } synthetic_result;
 
 /* The weight decay and label smoothing of a regularized synthetic run: large enough to change

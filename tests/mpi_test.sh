@@ -10,8 +10,9 @@
 #          stops calling the p2p all-reduce must end the job; skips (77) without a GPU
 #        mpi_test.sh training-gpu MLP_TRAIN DATA_DIR
 #          2 GPUs: mlp_train on MNIST, 2 epochs at batch 512, 2 ranks with --allreduce p2p and
-#          nccl: the same bits (on 2 ranks both sum a + b), within 0.2 points of one GPU; a rank
-#          killed mid-run on the p2p path ends the job; skips (77) with fewer than 2 GPUs
+#          nccl: the same bits (on 2 ranks both sum a + b), within 0.2 points of one GPU;
+#          784-1024-1024-10 with --allreduce-overlap on and off: the same bits; a rank killed
+#          mid-run on the p2p path ends the job; skips (77) with fewer than 2 GPUs
 #        mpi_test.sh training MLP_TRAIN DATA_DIR
 #          mlp_train on MNIST, 2 epochs at batch 512: mpirun -np 1 gives the bits of a run
 #          without mpirun, 2 and 4 ranks a test accuracy within 0.2 points of it; --save on 4
@@ -99,6 +100,19 @@ training-gpu() {
     done
     cmp -s "$work/p2p.ckpt" "$work/nccl.ckpt" && echo "p2p and NCCL trained the same bits" ||
         fail "2 ranks: --allreduce p2p and nccl trained different bits"
+    # 784-1024-1024-10: its top layers' gradients (4.2 MB) are summed beside layer 1's backward
+    local overlap
+    for overlap in on off; do
+        timeout 300 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np 2 "$mlp_train" "${run[@]}" --allreduce p2p \
+            --hidden 1024,1024 --epochs 1 --allreduce-overlap $overlap --save "$work/overlap_$overlap.ckpt" \
+            >"$work/overlap_$overlap.json" 2>"$work/err" ||
+            fail "2 ranks, --allreduce-overlap $overlap: $(tail -3 "$work/err")"
+    done
+    grep -q '"all_reduce_overlap": true' "$work/overlap_on.json" ||
+        fail "2 ranks, --allreduce-overlap on, 784-1024-1024-10: the report says no all-reduce was overlapped"
+    cmp -s "$work/overlap_on.ckpt" "$work/overlap_off.ckpt" &&
+        echo "the top layers' all-reduce beside the backward pass and the whole gradient's after it: the same bits" ||
+        fail "2 ranks: --allreduce-overlap on and off trained different bits"
     # rank 1 is killed mid-run, rank 0 waiting for it in the p2p all-reduce
     ends_with_message 120 'signal 9|killed|Killed' -- "${launch[@]}" -np 2 sh -c \
         '"$@" & if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 4; kill -9 $!; fi; wait $!' sh \

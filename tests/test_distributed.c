@@ -5,6 +5,8 @@
  * than N included (some ranks then have no rows), with SGD and Adam, for two implementations (on
  * the GPU each with steps queued directly and recorded as CUDA graphs, the all-reduce inside).
  * With one rank they must agree to the bit, and every rank must hold the same bits as rank 0.
+ * Where the backend can start each layer's all-reduce in the backward pass (the GPU's), doing so
+ * must give the bits of the whole gradient's all-reduce after it.
  * On the GPU this runs with each all-reduce (the p2p one where the GPUs can read each other's
  * memory, NCCL's where built), and the two all-reduces are compared on their own: on sizes from
  * 1 float to past the two-shot threshold, queued and recorded (replayed with new data), each must
@@ -46,6 +48,7 @@ enum { BATCH = 48 };
 typedef struct {
     const char *device, *impl;
     bool record_steps;
+    bool overlap_all_reduce; /* each layer's all-reduce started in the backward pass */
     optimizer_kind optimizer;
     int samples; /* BATCH: one step; else steps with a short last batch */
     uint64_t seed;
@@ -56,7 +59,8 @@ typedef struct {
 static float *train(backend *be, const case_spec *c, size_t *count, int epochs,
                     synthetic_result *result) {
     synthetic_run run = {.optimizer = c->optimizer, .batch = BATCH, .seed = c->seed, .hidden = 32,
-                         .record_steps = c->record_steps, .samples = c->samples, .epochs = epochs};
+                         .record_steps = c->record_steps, .samples = c->samples, .epochs = epochs,
+                         .overlap_all_reduce = c->overlap_all_reduce};
     synthetic_result ignored;
     return train_synthetic(be, &run, count, result ? result : &ignored);
 }
@@ -64,7 +68,7 @@ static float *train(backend *be, const case_spec *c, size_t *count, int epochs,
 /* Agreeing with one rank is not enough (a trainer that learns nothing agrees too): the ranks
  * together must learn, over 3 epochs of 20 batches, what one rank alone learns. */
 static void check_learns(backend *joined, const char *device, const char *impl, uint64_t seed) {
-    case_spec c = {device, impl, false, OPTIMIZER_SGD, 20 * BATCH, seed};
+    case_spec c = {device, impl, false, false, OPTIMIZER_SGD, 20 * BATCH, seed};
     synthetic_result result;
     size_t n;
     free(train(joined, &c, &n, 3, &result));
@@ -121,6 +125,20 @@ static void check_case(backend *alone, backend *joined, const case_spec *c) {
           "rank %d of %d, %s: parameters differ from one rank's by %.3g (bound %.0e)", rank, ranks,
           what, difference, bound);
     CHECK(same_as_rank_0(shared, n), "rank %d of %d, %s: not the bits of rank 0", rank, ranks, what);
+    if (joined->all_reduce_start) {
+        /* each element is summed over the same ranks in the same order either way */
+        case_spec overlapped = *c;
+        overlapped.overlap_all_reduce = true;
+        synthetic_result result;
+        float *each_layer = train(joined, &overlapped, &m, 0, &result);
+        CHECK(result.all_reduces_early == 1, "rank %d of %d, %s: %d all-reduces started before the "
+              "backward pass's end, not 1 (the output layer's)", rank, ranks, what,
+              result.all_reduces_early);
+        CHECK(m == n && memcmp(each_layer, shared, n * sizeof(float)) == 0,
+              "rank %d of %d, %s: each layer's all-reduce beside the backward pass gave other bits "
+              "than the whole gradient's after it", rank, ranks, what);
+        free(each_layer);
+    }
 
     if (rank == 0) printf("%d ranks, %s: relative difference %.3g\n", ranks, what, difference);
     free(reference);
@@ -138,8 +156,8 @@ static void check_implementation(const char *device, const char *impl, uint64_t 
         for (int kind = OPTIMIZER_SGD; kind <= OPTIMIZER_ADAM; kind++)
             for (int s = 0; s < 3; s++)
                 check_case(alone, joined,
-                           &(case_spec){device, impl, recorded, (optimizer_kind)kind, samples[s],
-                                        seed + s});
+                           &(case_spec){device, impl, recorded, false, (optimizer_kind)kind,
+                                        samples[s], seed + s});
     check_learns(joined, device, impl, seed);
     alone->destroy(alone);
     joined->destroy(joined);

@@ -58,7 +58,8 @@
 #             a stalled rank) and mpi_test.sh training-gpu (p2p and NCCL train the same bits; a
 #             killed rank); then one GPU and 2 ranks with --allreduce nccl and p2p, every GPU
 #             implementation at global batch 512, 2048 and 8192, 2 epochs, and with --profile for
-#             the all-reduce's time (multigpu_epochs.md, multigpu_allreduce.md), each run's test
+#             the all-reduce's time (multigpu_epochs.md, multigpu_allreduce.md), and tiled on
+#             784-1024-1024-10 with --allreduce-overlap on and off; each run's test
 #             accuracy within 0.2 points of one GPU's; the p2p stage; compute-sanitizer memcheck on
 #             2-rank runs of each all-reduce, racecheck on p2p. NCCL_NVLS_ENABLE=0 throughout
 #   plans     the pipelined GEMM's layer-1 products (batch 16 to 2048) with each tile and
@@ -628,6 +629,19 @@ stage_multigpu() ( # a subshell: its environment stays its own
                 [ $impl = naive ] && continue
                 scaling_run "multigpu_${impl}_${batch}_2_${allreduce}_profile" "${mpirun_command[@]}" -np 2 \
                     -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch --allreduce $allreduce --profile || status=1
+            done
+        done
+    done
+    # 784-1024-1024-10, whose top layers' gradients (4.2 MB) are summed beside layer 1's backward
+    # (--allreduce-overlap on, the default) or after it
+    for batch in 512 2048 8192; do
+        scaling_run "multigpu_deep_tiled_${batch}_alone" "$mlp" --device gpu --impl tiled --hidden 1024,1024 \
+            --batch $batch || status=1
+        for allreduce in nccl p2p; do
+            for overlap in on off; do
+                scaling_run "multigpu_deep_tiled_${batch}_2_${allreduce}_$overlap" "${mpirun_command[@]}" -np 2 \
+                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl tiled --hidden 1024,1024 --batch $batch \
+                    --allreduce $allreduce --allreduce-overlap $overlap || status=1
             done
         done
     done

@@ -2,7 +2,7 @@
 """Markdown tables of how training scales with processes, threads and GPUs, from the JSON that
 `mlp_train --json` prints (one file per run; tools/device_run.sh's mpi and multigpu stages).
 
-Runs are grouped by device, implementation and batch size. In each group the baseline is the
+Runs are grouped by device, model, implementation and batch size. In each group the baseline is the
 run without mpirun on the fewest cores (CPU: ranks x threads) or GPUs; every run's speedup is
 the baseline's median epoch time over its own, and its efficiency the speedup per core (CPU) or
 per GPU. Where the run was profiled (--profile), the all-reduce's milliseconds per step and its
@@ -37,11 +37,13 @@ def load(path):
     return {
         "device": config["device"],
         "impl": config["impl"],
+        "model": "-".join(str(width) for width in config["layers"]),
         "batch": config["batch"],
         "ranks": ranks,
         "threads": config["threads"],
         "launched": config.get("all_reduce") is not None,
         "all_reduce": config.get("all_reduce"),
+        "overlap": config.get("all_reduce_overlap", False),
         "execution": config["execution"],
         "epoch_s": median,
         "images_per_s": config["train_images"] / median,
@@ -60,16 +62,17 @@ def label(run):
     if not run["launched"]:
         return "alone"
     how = run["all_reduce"].replace(" all-reduce", "").replace(" (CUDA IPC)", "")
-    return f"mpirun -np {run['ranks']}, {how}"
+    overlap = ", overlapped" if run["overlap"] else ""
+    return f"mpirun -np {run['ranks']}, {how}{overlap}"
 
 
 def groups_of(runs):
     """Runs grouped by device, implementation and batch; each group's baseline first."""
     groups = {}
     for run in runs:
-        groups.setdefault((run["device"], run["impl"], run["batch"]), []).append(run)
+        groups.setdefault((run["device"], run["model"], run["impl"], run["batch"]), []).append(run)
     return [sorted(groups[key], key=lambda r: (resources(r), r["launched"], r["ranks"],
-                                               r["all_reduce"] or ""))
+                                               r["all_reduce"] or "", r["overlap"]))
             for key in sorted(groups)]
 
 
@@ -81,7 +84,7 @@ def accuracy_outliers(runs, points):
         for run in group[1:]:
             delta = 100 * (run["accuracy"] - base["accuracy"])
             if abs(delta) > points:
-                lines.append(f"{run['impl']} batch {run['batch']} {label(run)}: test accuracy "
+                lines.append(f"{run['model']} {run['impl']} batch {run['batch']} {label(run)}: test accuracy "
                              f"{delta:+.2f} points from {label(base)}'s (bound {points})")
     return lines
 
@@ -92,9 +95,9 @@ def table(runs, title):
         lines += [f"**{title}**", ""]
     gpu = runs[0]["device"] == "gpu"
     unit = "GPUs" if gpu else "ranks x threads"
-    lines.append(f"| impl | batch | run | {unit} | execution | epoch (median) | images/s | "
+    lines.append(f"| model | impl | batch | run | {unit} | execution | epoch (median) | images/s | "
                  f"speedup | efficiency | allreduce ms/step | test acc (vs baseline) |")
-    lines.append("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    lines.append("|---|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for group in groups_of(runs):
         base = group[0]
         for run in group:
@@ -108,7 +111,7 @@ def table(runs, title):
             accuracy = 100 * run["accuracy"]
             delta = 100 * (run["accuracy"] - base["accuracy"])
             lines.append(
-                f"| {run['impl']} | {run['batch']} | {label(run)} | {shape} | {run['execution']} | "
+                f"| {run['model']} | {run['impl']} | {run['batch']} | {label(run)} | {shape} | {run['execution']} | "
                 f"{1000 * run['epoch_s']:.1f} ms | {run['images_per_s']:,.0f} | {speedup:.2f}x | "
                 f"{100 * efficiency:.0f}% | {allreduce} | {accuracy:.2f}% ({delta:+.2f}) |")
     return "\n".join(lines)
