@@ -53,8 +53,8 @@ static const char USAGE[] =
     "                          all-reduce that reads the other GPUs' memory (p2p: one\n"
     "                          host, peer access), or NCCL's (default: auto, p2p where\n"
     "                          it can run, else NCCL)\n"
-    "  --allreduce-overlap on|off  GPU ranks: sum each layer's gradient as soon as the\n"
-    "                          backward pass has it, beside the rest of the pass, or the\n"
+    "  --allreduce-overlap on|off  GPU ranks: sum the last layers' gradients beside the\n"
+    "                          rest of the backward pass once they hold 1 MiB, or the\n"
     "                          whole gradient after it (default: on; --profile: off)\n"
     "\n";
 
