@@ -190,28 +190,34 @@ static bool parse_int(const char *option, const char *text, long lo, long hi, in
     return usage_error("%s wants an integer from %ld to %ld", option, lo, hi);
 }
 
-static bool parse_float(const char *option, const char *text, double lo, double hi, float *out) {
+/* A number in [lo, hi], stored as the float the options hold; no message (the callers word
+ * their own). *out is written only on success. */
+static bool read_float_in(const char *text, double lo, double hi, float *out) {
     double value;
-    if (!parse_double_in(text, lo, hi, &value)) return usage_error("%s wants a number from %g to %g", option, lo, hi);
+    if (!parse_double_in(text, lo, hi, &value)) return false;
     *out = (float)value;
     return true;
 }
 
+static bool parse_float(const char *option, const char *text, double lo, double hi, float *out) {
+    if (read_float_in(text, lo, hi, out)) return true;
+    return usage_error("%s wants a number from %g to %g", option, lo, hi);
+}
+
+/* Its own message: "1e6" (parse_float's %g would print 1e+06), an example and the text given.
+ * Whether lr times the decay stays below 1 is checked once the rate is known
+ * (check_consistency). */
 static bool parse_weight_decay(const char *text, float *out) {
-    double value;
-    if (!parse_double_in(text, 0.0, 1e6, &value))
-        return usage_error("--weight-decay wants a number from 0 to 1e6, such as 5e-4, not '%s'",
-                           text);
-    *out = (float)value;
-    return true;
+    if (read_float_in(text, 0.0, 1e6, out)) return true;
+    return usage_error("--weight-decay wants a number from 0 to 1e6, such as 5e-4, not '%s'", text);
 }
 
 static bool parse_label_smoothing(const char *text, float *out) {
-    double value; /* checked as the float it becomes: 0.99999999 rounds to 1 */
-    if (!parse_double_in(text, 0.0, 1.0, &value) || (float)value >= 1.0f)
+    float value; /* checked as the float it becomes: 0.99999999 rounds to 1 */
+    if (!read_float_in(text, 0.0, 1.0, &value) || value >= 1.0f)
         return usage_error("--label-smoothing wants a number in [0, 1), such as 0.1, not '%s'",
                            text);
-    *out = (float)value;
+    *out = value;
     return true;
 }
 

@@ -340,7 +340,7 @@ static bool plan_schedule(run_state *s, char *err) {
         if (!o->lr_given) c->lr = saved->lr;
         return true;
     }
-    long steps = (s->train.count + o->batch - 1) / o->batch;
+    long steps = updates_per_epoch(s->train.count, o->batch);
     long epochs = o->schedule_epochs ? o->schedule_epochs : s->loaded.epochs_done + o->epochs;
     long total = steps * epochs;
     if (total > INT32_MAX) total = INT32_MAX;

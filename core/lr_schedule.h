@@ -27,6 +27,13 @@ typedef struct {
     int32_t total_steps;  /* T: every update of the run, resumed epochs included */
 } lr_schedule;
 
+/* The updates an epoch of `samples` training samples makes at a global batch of `batch`: one a
+ * batch, the last possibly partial; total_steps counts these. Ranks share each batch and all
+ * make every update, so this is the global count for each rank, never a rank's share. */
+static inline int updates_per_epoch(int samples, int batch) {
+    return (samples + batch - 1) / batch;
+}
+
 static inline const char *schedule_name(schedule_kind kind) {
     static const char *const names[SCHEDULE_KINDS] = {"constant", "step", "cosine", "onecycle"};
     return (unsigned)kind < SCHEDULE_KINDS ? names[kind] : "?";

@@ -150,7 +150,7 @@ static int share_start(int rows, int rank, int ranks) {
 }
 
 static pass_plan plan_pass(int samples, int batch, int rank, int ranks) {
-    pass_plan p = {.steps = (samples + batch - 1) / batch};
+    pass_plan p = {.steps = updates_per_epoch(samples, batch)};
     p.batch_rows[FULL_BATCH] = samples >= batch ? batch : 0;
     p.batch_rows[LAST_BATCH] = samples % batch;
     for (int kind = 0; kind < STEP_KINDS; kind++)

@@ -19,6 +19,13 @@ typedef struct {
     double *top_gap; /* per row: best logit minus the runner-up (a near tie may flip) */
 } output_layer_reference;
 
+/* The label-smoothed loss also sums target[c]·(logit[c] - max) over the classes in float: at
+ * most `classes` roundings (2^-24 relative each) of a partial sum no larger than the logits'
+ * range (largest minus smallest), `range`. A bound for one float sum against the exact one. */
+static inline double smoothed_loss_rounding(int classes, double range) {
+    return classes * range * 0x1p-24;
+}
+
 /* h is rows×in, w in×classes, b classes; grad_scale and smoothing as output_layer_step's
  * grad_scale and label_smoothing. */
 void output_layer_reference_compute(output_layer_reference *ref, const float *h, const float *w,

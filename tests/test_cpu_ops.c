@@ -143,12 +143,11 @@ static void test_elementwise(rng *r) {
 #define SOFTMAX_GRAD_RELATIVE 1e-5       /* of the probability */
 #define SOFTMAX_GRAD_ABSOLUTE 2e-7       /* p - 1 and the scaling */
 #define SOFTMAX_ROW_SUM_TOLERANCE 1e-5   /* sum of a row's gradient, of |grad_scale| */
-/* With label smoothing the loss also sums target[c]·(logit[c] - max) over the classes in float:
- * at most classes roundings of a partial sum no larger than the row's logit range. */
-static double smoothed_loss_rounding(const float *logits, int classes) {
+/* A row's largest logit minus its smallest: what smoothed_loss_rounding's bound scales with. */
+static double logit_range(const float *logits, int classes) {
     float lo = logits[0], hi = logits[0];
     for (int c = 1; c < classes; c++) lo = fminf(lo, logits[c]), hi = fmaxf(hi, logits[c]);
-    return classes * ((double)hi - lo) * FLOAT_ROUNDING;
+    return (double)hi - lo;
 }
 
 typedef struct {
@@ -241,7 +240,8 @@ static void check_softmax_outputs(const softmax_case *sc, const softmax_outputs 
         double loss = reference_softmax(logits, sc->classes, probability), bound =
             SOFTMAX_LOSS_TOLERANCE * fmax(1.0, fabs(loss));
         for (int c = 0; c < sc->classes; c++) loss -= reference_target(sc, c, label) * logits[c];
-        if (sc->smoothing != 0.0f) bound += smoothed_loss_rounding(logits, sc->classes);
+        if (sc->smoothing != 0.0f)
+            bound += smoothed_loss_rounding(sc->classes, logit_range(logits, sc->classes));
         CHECK(fabs(out->loss[row] - loss) <= bound,
               "softmax %dx%d row %d, smoothing %g: loss %.9g, expected %.9g", sc->rows,
               sc->classes, row, sc->smoothing, out->loss[row], loss);

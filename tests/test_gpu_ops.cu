@@ -387,9 +387,10 @@ void check_softmax(int rows, int classes, float spread, float smoothing) {
     got_correct.erase(got_correct.begin(), got_correct.begin() + offset);
     got_prediction.erase(got_prediction.begin(), got_prediction.begin() + offset);
     double grad_error = worst_deviation(dgrad.download(), grad, 1e-6 * scale, SOFTMAX_BOUND);
-    /* smoothing sums target·(logit - max) over the classes, in another order than the CPU: up
-     * to classes roundings each of a partial sum within the logits' range (2·spread) */
-    double smoothed_sum_rounding = smoothing != 0.0f ? 2.0 * classes * 2 * spread * 0x1p-24 : 0.0;
+    /* the GPU and the CPU each round the smoothed sum, in their own orders: twice one sum's
+     * bound, over the logits' whole range (2·spread) */
+    double smoothed_sum_rounding =
+        smoothing != 0.0f ? 2.0 * smoothed_loss_rounding(classes, 2.0 * spread) : 0.0;
     double loss_error = worst_deviation(got_loss, loss, 1e-6 + smoothed_sum_rounding, SOFTMAX_BOUND);
     /* each term of a bias gradient carries the gradient's own tolerance, absolute part included
      * (a confident row's p − 1 is a difference of nearly equal numbers) */

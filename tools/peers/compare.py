@@ -11,7 +11,8 @@ Contenders (GPU, --device gpu):
   PyTorch graph  tools/peers/pytorch_mlp.py --modes graph: the whole step captured as a CUDA graph,
                  fused SGD
   JAX scan   tools/peers/jax_mlp.py: the whole epoch one jitted lax.scan, matmul precision "highest"
-             (and "tensorfloat32", "bfloat16" beside mlp_train's --precisions rows)
+  Beside mlp_train's --precisions rows, every GPU peer also runs at --matmul-precision
+  "tensorfloat32" and "bfloat16" (PyTorch's bfloat16 is autocast: its activations are BF16 too).
   Every peer runs with and without its training sums (--peer-sums), JAX at each lax.scan unroll
   (--jax-unroll 1 2 4 8): the fastest configuration is the peer's figure, named in the notes, and
   every ratio is against it, at the same precision (the "same precision" table).
@@ -120,15 +121,16 @@ def our_contenders(args):
     return contenders
 
 
-JAX_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "bfloat16"}
+MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "bfloat16"}
 
 
 def peer_contenders(args):
-    """The peers: PyTorch in FP32; JAX in each of --precisions (its matmul precision)."""
+    """The peers in each of --precisions (their --matmul-precision; PyTorch's CPU in FP32 only)."""
     contenders = []
     for key in args.peers:
         label, script, mode = PEERS[key]
-        for precision in args.precisions if script == "jax_mlp.py" else ["fp32"]:
+        gpu_or_jax = script == "jax_mlp.py" or args.device == "gpu"
+        for precision in args.precisions if gpu_or_jax else ["fp32"]:
             suffix = "" if precision == "fp32" else f"-{precision}"
             contenders.append({"key": key + suffix, "label": label + suffix.replace("-", " "), "kind": "peer",
                                "script": script, "mode": mode, "precision": precision})
@@ -137,12 +139,12 @@ def peer_contenders(args):
 
 def peer_configurations(args, script, precision):
     """Every configuration a peer runs in, as extra arguments: with and without its training
-    sums (--peer-sums), and for JAX each lax.scan unroll (--jax-unroll) at its matmul precision.
+    sums (--peer-sums), at its matmul precision, and for JAX each lax.scan unroll (--jax-unroll).
     The fastest is the peer's figure: peers are compared at their strongest."""
     sums = [[] if s == "with" else ["--no-train-metrics"] for s in args.peer_sums]
+    precision_args = ["--matmul-precision", MATMUL_PRECISION[precision]]
     if script != "jax_mlp.py":
-        return sums
-    precision_args = ["--matmul-precision", JAX_PRECISION[precision]]
+        return [s + precision_args for s in sums]
     return [s + ["--unroll", str(u)] + precision_args for s in sums for u in args.jax_unroll]
 
 

@@ -6,7 +6,11 @@ The job: an MLP 784-256-10 (--hidden as mlp_train's), ReLU, softmax cross-entrop
 the batch), SGD with momentum 0.9 in PyTorch's convention (v = m v + g; p -= lr v, which is
 mlp_train's), mlp_train's default learning rate for the batch unless --lr, mlp_train's weight
 initialization scheme (He-uniform weights, zero biases; tools/peers/peer_common.py), MNIST
-normalized as mlp_train does, FP32 with TF32 off. The data set is resident on the device; each
+normalized as mlp_train does, FP32 with TF32 off unless --matmul-precision says otherwise
+(tensorfloat32: torch.set_float32_matmul_precision("high"), TF32 products of FP32 tensors, as
+mlp_train's --precision tf32; bfloat16: the forward pass and loss under torch.autocast to BF16,
+which keeps the weights, their gradients and the update in FP32 but also the activations in BF16,
+less memory than mlp_train's --precision bf16 moves, whose activations stay FP32). The data set is resident on the device; each
 epoch draws a permutation on the device (before the clock starts, as mlp_train uploads its order
 before its clock starts), and each step gathers its batch there. The last partial batch is trained on, as
 mlp_train does. The training loss and accuracy are summed on the device during the epoch and
@@ -27,7 +31,7 @@ synchronizes the device); the first epoch is a warm-up; the figure is the median
 Test accuracy is measured once, after the last epoch.
 
 Prints one JSON object on stdout (tools/peers/peer_common.py print_json):
-  {"framework": "torch", "version", "torch", "device", "tf32", "results": [{"mode", "device",
+  {"framework": "torch", "version", "torch", "device", "tf32", "matmul_precision", "results": [{"mode", "device",
    "batch", "threads", "lr", "epoch_s", "epoch_times_s", "epochs_timed", "test_accuracy",
    "train_loss", "train_accuracy", "optimizer", "seed"}...]}, one result a batch, mode and seed
    (--seed takes several)
@@ -38,6 +42,7 @@ Exits 3 (after a line on stderr) when PyTorch, or CUDA for --device cuda, is not
 Example: tools/peers/pytorch_mlp.py --device cuda --batch 16 512 --modes eager graph --epochs 5
 """
 import argparse
+import contextlib
 import sys
 import time
 
@@ -72,13 +77,21 @@ def make_optimizer(torch, model, lr, momentum, fused):
     return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum), "SGD default"
 
 
+def reduced_precision(torch, args):
+    """The context the forward pass and the loss run in: autocast to BF16 for --matmul-precision
+    bfloat16 (no weight cache: the cast is captured in the CUDA graph), else none."""
+    if args.matmul_precision == "bfloat16":
+        return torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+    return contextlib.nullcontext()
+
+
 def synchronize(torch, device):
     if device.type == "cuda":
         torch.cuda.synchronize()
 
 
-def test_accuracy(torch, model, x_test, y_test):
-    with torch.no_grad():
+def test_accuracy(torch, model, x_test, y_test, args):
+    with torch.no_grad(), reduced_precision(torch, args):
         return (model(x_test).argmax(1) == y_test).float().mean().item()
 
 
@@ -115,8 +128,9 @@ def eager_run(torch, data, device, batch, lr, args):
         for first in range(0, count, batch):
             index = order[first:first + batch]
             x, y = x_train.index_select(0, index), y_train.index_select(0, index)
-            logits = model(x)
-            loss = torch.nn.functional.cross_entropy(logits, y, label_smoothing=args.label_smoothing)
+            with reduced_precision(torch, args):
+                logits = model(x)
+                loss = torch.nn.functional.cross_entropy(logits, y, label_smoothing=args.label_smoothing)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             rate = lr
@@ -184,8 +198,9 @@ def graph_run(torch, data, device, batch, lr, args):
     def step(rows):
         index = order.index_select(0, cursor + offsets[rows])
         x, y = x_train.index_select(0, index), y_train.index_select(0, index)
-        logits = model(x)
-        loss = torch.nn.functional.cross_entropy(logits, y, label_smoothing=args.label_smoothing)
+        with reduced_precision(torch, args):
+            logits = model(x)
+            loss = torch.nn.functional.cross_entropy(logits, y, label_smoothing=args.label_smoothing)
         optimizer.zero_grad(set_to_none=False)  # in place: the gradients keep their addresses
         loss.backward()
         if scheduled:
@@ -233,8 +248,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common_arguments(parser, devices=["cuda", "cpu"], modes=["eager", "graph"])
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
+    parser.add_argument("--matmul-precision", default="highest", choices=["highest", "tensorfloat32", "bfloat16"],
+                        help="FP32 products (highest, the default), TF32, or autocast to BF16 (CUDA)")
     args = parser.parse_args()
     common.check_arguments(parser, args)
+    if args.matmul_precision == "bfloat16" and args.device != "cuda":
+        parser.error("--matmul-precision bfloat16 autocasts on CUDA only")
 
     try:
         import torch
@@ -242,7 +261,8 @@ def main():
         common.absent(PROGRAM, f"PyTorch is not installed ({error})")
     if args.device == "cuda" and not torch.cuda.is_available():
         common.absent(PROGRAM, "PyTorch has no CUDA device here")
-    torch.backends.cuda.matmul.allow_tf32 = False  # FP32 throughout, as mlp_train
+    # FP32 products, as mlp_train's default, unless TF32 is asked for (BF16: autocast, in the step)
+    torch.set_float32_matmul_precision("high" if args.matmul_precision == "tensorfloat32" else "highest")
     torch.backends.cudnn.allow_tf32 = False
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -272,7 +292,7 @@ def main():
                     continue
                 results.append(common.result_record(
                     mode, args.device, batch, torch.get_num_threads(), lr, times,
-                    test_accuracy(torch, model, data[2], data[3]), loss, accuracy, optimizer=optimizer_name,
+                    test_accuracy(torch, model, data[2], data[3], args), loss, accuracy, optimizer=optimizer_name,
                     seed=seed))
                 print(f"{PROGRAM}: {mode} batch {batch} seed {seed}: {1e3 * results[-1]['epoch_s']:.2f} ms per "
                       f"epoch, test accuracy {100 * results[-1]['test_accuracy']:.2f}%", file=sys.stderr)
@@ -280,7 +300,7 @@ def main():
                 if device.type == "cuda":
                     torch.cuda.empty_cache()
     common.print_json("torch", torch.__version__, name, results,
-                      tf32=torch.backends.cuda.matmul.allow_tf32)
+                      tf32=torch.backends.cuda.matmul.allow_tf32, matmul_precision=args.matmul_precision)
 
 
 if __name__ == "__main__":
