@@ -36,7 +36,7 @@ typedef struct {
     bool graph_given;
     gemm_precision precision; /* of the GEMMs' products; FP32 unless --precision */
     allreduce_choice allreduce; /* GPU ranks' all-reduce; auto unless --allreduce */
-    bool allreduce_overlap;     /* GPU ranks: each layer's all-reduce beside the backward pass */
+    bool allreduce_overlap;     /* GPU ranks: the last layers' all-reduce beside the backward pass */
     bool allreduce_overlap_given;
     bool profile, json, quiet, eval_only;
     const char *log_path, *save_path, *load_path;

@@ -271,8 +271,8 @@ struct backend {
     /* Optional beside all_reduce_sum (NULL: the trainer sums the whole gradient after the
      * backward pass): all_reduce_start queues the same sum of data[0..n), to run beside the
      * operations queued after it (the GPU's, on a stream of its own); all_reduce_finish makes the
-     * operations queued after it wait for every sum started. The backward pass starts each
-     * layer's as soon as that layer's gradient is complete (model.h, reduce_each_layer). */
+     * operations queued after it wait for every sum started. The backward pass starts the last
+     * layers' once they are complete and large enough (model.h, early_reduce_floats). */
     void (*all_reduce_start)(backend *be, float *data, size_t n);
     void (*all_reduce_finish)(backend *be);
 

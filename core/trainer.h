@@ -20,9 +20,10 @@
 #include "core/optimizer.h"
 
 /* --allreduce-overlap on: the last layers' gradients are summed beside the backward pass from
- * 1 MiB (overlap_all_reduce_floats). Two H200s, 2026-11-26: 784-1024-1024-10's top two layers
- * (4.2 MB) so went 3-5% faster an epoch at batch 512 to 8192, where 784-256-10's top layer alone
- * (10 KB) went 12-27% slower at 512 and 2048: a second all-reduce costs more than it hides. */
+ * 1 MiB (overlap_all_reduce_floats). Two H200s, 2026-11-26 (docs/distributed.md): summed so,
+ * 784-1024-1024-10's top two layers (4.2 MB) took 1-8% off an epoch at batch 512 to 8192, where
+ * 784-256-10's top layer alone (10 KB) added 12-27% at 512 and 2048: a second all-reduce there
+ * costs more than it hides. */
 #define OVERLAP_ALL_REDUCE_FLOATS ((size_t)1 << 18)
 
 /* Test-set batches hold this many samples (or the training batch, if larger). */
@@ -76,11 +77,11 @@ void trainer_destroy(trainer *t);
 /* How passes run ("direct", "recorded" or "whole"; see above) and, when the backend offers a
  * whole-pass implementation that could not take this model, why not (else NULL). */
 const char *trainer_pass_mode(const trainer *t);
+const char *trainer_whole_pass_refusal(const trainer *t);
 
 /* The all-reduces each step's backward pass starts before its end (train_config's
  * overlap_all_reduce_floats, where it took effect; mlp_reduces_early); 0: none. */
 int trainer_all_reduces_early(const trainer *t);
-const char *trainer_whole_pass_refusal(const trainer *t);
 
 /* One epoch of training and one test pass. False if the loss stopped being finite
  * (the message is in err); the parameters are then not worth saving. */

@@ -85,9 +85,9 @@ void gpu_join_reduces(gpu_state *gpu);
 void gpu_all_reduce_finish(backend *be);
 
 /* Makes the stream wait for everything running beside it (the output layer's sums, a batch
- * gathered ahead, the layers' all-reduces): before anything that reads the gradients (the update, an all-reduce, a
- * download), moves a pass cursor (which a gather ahead reads), or waits for the device, and
- * before a recording starts or ends. */
+ * gathered ahead, the layers' all-reduces): before anything that reads the gradients (the
+ * update, an all-reduce, a download), moves a pass cursor (which a gather ahead reads), or waits
+ * for the device, and before a recording starts or ends. */
 void gpu_join_side_streams(gpu_state *gpu);
 
 /* cudaMalloc that names the size when the device runs out. */

@@ -7,6 +7,7 @@ Imported by the peer scripts (they run from tools/peers/, so it is on their path
 tools that run them, tools/peers/compare.py and tools/speedrun.py (default_learning_rate,
 run_process, last_line: none needs NumPy). NumPy is imported lazily: those tools run without it.
 """
+import copy
 import json
 import math
 import subprocess
@@ -187,8 +188,7 @@ def check_arguments(parser, args):
 
 def with_seed(args, seed):
     """args for one run: its seed in args.seed."""
-    import argparse
-    one = argparse.Namespace(**vars(args))
+    one = copy.copy(args)
     one.seed = seed
     return one
 
