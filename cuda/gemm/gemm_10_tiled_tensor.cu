@@ -1,21 +1,31 @@
 /* Ladder rung 10: rung 5 (gemm_5_tiled.cu) on tensor cores, the TF32 and BF16 GEMM of
  * --impl tiled and fused.
  *
- * What it keeps from rung 5: A and B read as FP32 from memory into shared memory by the same
- * 3-stage cp.async pipeline, K-major (tile[kk][i]) whatever their layout; split-K through a
- * thread block cluster's distributed shared memory (no workspace, no second kernel); the
- * epilogue (bias, ReLU, ReLU mask) applied as C is stored; the launch that overlaps the
- * previous kernel's tail. So a step in TF32 or BF16 has the launches of the FP32 step.
- * What changes: each warp's tile is a grid of 16×8 tiles of mma.sync.m16n8k8 (TF32 inputs,
- * FP32 accumulate), and the factors are rounded on their way from shared memory into the
- * registers the tensor cores read: to TF32 (cvt.rna: 10 mantissa bits, to nearest, ties away)
- * or to BF16 (7 bits, to nearest, ties to even; a BF16 value is exact in TF32, so the tensor
- * cores multiply exactly the BF16 factors). No pass over A or B before the product.
+ * What it keeps from rung 5: A and B read as FP32 from memory into shared memory by a 3-stage
+ * cp.async pipeline; split-K through a thread block cluster's distributed shared memory (no
+ * workspace, no second kernel); the epilogue (bias, ReLU, ReLU mask) applied as C is stored; the
+ * launch that overlaps the previous kernel's tail. So a step in TF32 or BF16 has the launches of
+ * the FP32 step.
+ * What changes:
+ * - Each operand's tile keeps its layout in memory (operand_tile): a K-contiguous operand
+ *   (A not transposed, B transposed) as tile[i][kk], the other as tile[kk][i]. Every copy is
+ *   16 bytes wide, and the padding of a line is chosen so that a warp's fragment loads hit 32
+ *   different banks (rung 5 transposes K-contiguous operands as it copies them, one float at a
+ *   time, because its FMAs want K-major tiles; the tensor cores' fragments do not).
+ * - Each warp's tile is a grid of 16×8 tensor-core tiles. TF32: mma.sync.m16n8k8 on factors
+ *   rounded to TF32 (cvt.rna: 10 mantissa bits, to nearest, ties away). BF16: m16n8k16 on
+ *   factors rounded to BF16 (7 bits, to nearest, ties to even), two to a register. Both
+ *   accumulate in FP32, and the factors are rounded on their way from shared memory into the
+ *   registers the tensor cores read: no pass over A or B before the product.
  *
- * Fragments of m16n8k8 (g = lane / 4, t = lane % 4): A (16×8) a0 = (g, t), a1 = (g + 8, t),
- * a2 = (g, t + 4), a3 = (g + 8, t + 4); B (8×8) b0 = (t, g), b1 = (t + 4, g); C (16×8)
- * c0, c1 = (g, 2t .. 2t + 1), c2, c3 = (g + 8, 2t .. 2t + 1). Shapes and layout: those of every
- * rung (gemm_ladder.h). docs/kernels.md has the measurements. */
+ * Fragments (g = lane / 4, t = lane % 4; A is 16×K, B is K×8, C is 16×8):
+ * - m16n8k8 TF32: A a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4);
+ *   B b0 = (t, g), b1 = (t + 4, g).
+ * - m16n8k16 BF16, pairs along k (lower k in the low half): A (g, 2t), (g + 8, 2t), (g, 2t + 8),
+ *   (g + 8, 2t + 8); B (2t, g), (2t + 8, g).
+ * - C: c0, c1 = (g, 2t .. 2t + 1), c2, c3 = (g + 8, 2t .. 2t + 1).
+ * Shapes and layout: those of every rung (gemm_ladder.h). docs/kernels.md has the
+ * measurements. */
 #include <cstdio>
 #include <cstdlib>
 
@@ -27,9 +37,29 @@
 
 namespace {
 
-constexpr int PAD = 4;        /* floats after each shared row, as in rung 5 */
 constexpr int MIN_SLICE = 32; /* split-K: the thinnest K slice worth a block */
-constexpr int MMA_M = 16, MMA_N = 8, MMA_K = 8;
+constexpr int MMA_M = 16, MMA_N = 8;
+
+enum factor_rounding { ROUND_TF32, ROUND_BF16 };
+
+/* k of one mma: m16n8k8 for TF32, m16n8k16 for BF16 */
+template <factor_rounding ROUND> __host__ __device__ constexpr int mma_k() { return ROUND == ROUND_TF32 ? 8 : 16; }
+
+/* One operand's stage tile: WIDTH rows of C (A) or columns (B), BK deep, element (i, k) at
+ * tile[at(i, k)].
+ * - K_CONTIGUOUS: tile[i][kk], LINE = BK + 4 for TF32, so a fragment's loads (i = g,
+ *   k = t) hit banks 4g + t; BK + 8 for BF16, whose pairs (i = g, k = 2t, 2t + 1) are 8-byte
+ *   loads that hit banks 8g + 2t, + 1 in each half warp. (BK = 16: 20 and 24 do the same.)
+ * - otherwise tile[kk][i], LINE = WIDTH + 8 for TF32 (k = t, i = g: banks 8t + g), + 4 for
+ *   BF16 (k = 2t and 2t + 1: banks 8t + g and 8t + 4 + g). */
+template <int WIDTH, int BK, bool K_CONTIGUOUS_, factor_rounding ROUND> struct operand_tile {
+    static constexpr bool K_CONTIGUOUS = K_CONTIGUOUS_;
+    static constexpr int LINE = K_CONTIGUOUS ? BK + (ROUND == ROUND_TF32 ? 4 : 8)
+                                             : WIDTH + (ROUND == ROUND_TF32 ? 8 : 4);
+    static constexpr int FLOATS = K_CONTIGUOUS ? WIDTH * LINE : BK * LINE;
+    static_assert(LINE % 4 == 0, "16-byte copies need 16-byte aligned lines");
+    __device__ static int at(int i, int k) { return K_CONTIGUOUS ? i * LINE + k : k * LINE + i; }
+};
 
 /* A block tile of BM×BN, BK deep, STAGES tiles in flight, WARPS_M×WARPS_N warps, each on a
  * (BM/WARPS_M)×(BN/WARPS_N) warp tile of m16n8 tiles. */
@@ -40,60 +70,106 @@ struct tensor_tile {
     static constexpr int THREADS = 32 * WARPS_M * WARPS_N;
     static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N;
     static constexpr int TILES_M = WM / MMA_M, TILES_N = WN / MMA_N;
-    static constexpr int A_LINE = BM + PAD, B_LINE = BN + PAD;
-    static constexpr int STAGE_FLOATS = BK * (A_LINE + B_LINE);
-    static constexpr size_t SHARED_BYTES = STAGES * STAGE_FLOATS * sizeof(float);
-    static_assert(TILES_M * MMA_M == WM && TILES_N * MMA_N == WN && BK % MMA_K == 0, "tiles must nest");
-    static_assert(BM * BN <= STAGES * STAGE_FLOATS, "the partial tile fits in the stages");
+    static_assert(TILES_M * MMA_M == WM && TILES_N * MMA_N == WN, "tiles must nest");
 };
 using large_tile = tensor_tile<128, 128, 32, 3, 2, 4, 1>; /* warp tile 64×32: 4×4 mma tiles */
 using small_tile = tensor_tile<64, 64, 32, 3, 2, 2, 3>;   /* warp tile 32×32: 2×4 */
 using narrow_tile = tensor_tile<32, 32, 16, 3, 2, 1, 8>;  /* warp tile 16×32: 1×4 */
 
-enum factor_rounding { ROUND_TF32, ROUND_BF16 };
+/* A stage in shared memory: A's tile, then B's (op(B)ᵀ: element (j, k) is B's (k, j)). A is
+ * K-contiguous unless transposed; B is K-contiguous when transposed. */
+template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND> struct stage_layout {
+    using A = operand_tile<CFG::BM, CFG::BK, !TRANS_A, ROUND>;
+    using B = operand_tile<CFG::BN, CFG::BK, TRANS_B, ROUND>;
+    static constexpr int FLOATS = A::FLOATS + B::FLOATS;
+    static constexpr size_t SHARED_BYTES = CFG::STAGES * FLOATS * sizeof(float);
+    static_assert(CFG::BK % mma_k<ROUND>() == 0, "whole mma steps in a stage");
+    static_assert(CFG::BM * CFG::BN <= CFG::STAGES * FLOATS, "the partial tile fits in the stages");
+};
 
-/* x as the tensor cores read it: a TF32 operand (an FP32 register whose low 13 bits are
- * ignored), rounded to TF32 or to BF16. */
-template <factor_rounding ROUND> __device__ __forceinline__ uint32_t factor(float x) {
+/* Starts copying one operand's tile: elements (i0 + i, k0 + kk), zero outside the matrix (i at
+ * or past i_end, k at or past k_end), from x, where element (i, k) is x[i·ld + k] if the tile
+ * is K-contiguous, else x[k·ld + i]. Either way the copy runs along memory, 16 bytes at a time. */
+template <typename TILE, int WIDTH, int BK, int THREADS>
+__device__ __forceinline__ void copy_operand(float *tile, const float *x, int ld, int i0, int k0,
+                                             int i_end, int k_end, bool vectors) {
+    if constexpr (TILE::K_CONTIGUOUS)
+        copy_tile_async<float, WIDTH, BK, TILE::LINE, THREADS>(tile, x + (size_t)i0 * ld + k0, ld, i0,
+                                                              k0, i_end, k_end, vectors);
+    else
+        copy_tile_async<float, BK, WIDTH, TILE::LINE, THREADS>(tile, x + (size_t)k0 * ld + i0, ld, k0,
+                                                              i0, k_end, i_end, vectors);
+}
+
+/* The register a TF32 mma reads for element (i, k) of a tile: x rounded to TF32 (an FP32
+ * pattern whose low 13 bits the tensor cores ignore). */
+__device__ __forceinline__ uint32_t tf32_factor(float x) {
+    uint32_t bits;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
+    return bits;
+}
+
+/* The register a BF16 mma reads for elements (i, k) and (i, k + 1): both rounded to BF16,
+ * (i, k) in the low half. */
+__device__ __forceinline__ uint32_t bf16_pair(float low, float high) {
+    uint32_t bits;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(bits) : "f"(high), "f"(low));
+    return bits;
+}
+
+template <typename TILE, factor_rounding ROUND>
+__device__ __forceinline__ uint32_t factor_at(const float *tile, int i, int k) {
     if constexpr (ROUND == ROUND_TF32) {
-        uint32_t bits;
-        asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
-        return bits;
+        return tf32_factor(tile[TILE::at(i, k)]);
+    } else if constexpr (TILE::K_CONTIGUOUS) {
+        const float2 pair = *reinterpret_cast<const float2 *>(tile + TILE::at(i, k));
+        return bf16_pair(pair.x, pair.y);
     } else {
-        return __float_as_uint(__bfloat162float(__float2bfloat16_rn(x)));
+        return bf16_pair(tile[TILE::at(i, k)], tile[TILE::at(i, k + 1)]);
     }
 }
 
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+template <factor_rounding ROUND>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    if constexpr (ROUND == ROUND_TF32)
+        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+            "{%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+            "{%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
 /* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C). Grid ceil(N/BN) × ceil(M/BM) × slices,
  * block z multiplying K slice z; with more than one slice, a tile's blocks form a cluster
- * (1 × 1 × slices). CFG::SHARED_BYTES of dynamic shared memory. */
+ * (1 × 1 × slices). stage_layout's SHARED_BYTES of dynamic shared memory. */
 template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
                    int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
                    int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
+    using STAGE = stage_layout<CFG, TRANS_A, TRANS_B, ROUND>;
+    using A_TILE = typename STAGE::A;
+    using B_TILE = typename STAGE::B;
     constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, STAGES = CFG::STAGES;
-    constexpr int A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
-    extern __shared__ __align__(16) float shared[]; /* stage s: a_tile[kk][i], then b_tile[kk][j] */
+    constexpr int MMA_K = mma_k<ROUND>(), K_HALF = MMA_K / 2;
+    extern __shared__ __align__(16) float shared[]; /* stage s: A's tile, then B's */
     wait_for_previous_kernel();
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int k_lane = ROUND == ROUND_TF32 ? t : 2 * t; /* the fragments' first k */
     const int warp_row = (warp / CFG::WARPS_N) * CFG::WM, warp_col = (warp % CFG::WARPS_N) * CFG::WN;
     const gemm_k_range range = block_k_range(k, k_per_split);
     const int steps = (range.end - range.begin + BK - 1) / BK;
 
     auto start_copying = [&](int step) {
-        float *a_tile = shared + (step % STAGES) * CFG::STAGE_FLOATS, *b_tile = a_tile + BK * A_LINE;
+        float *a_tile = shared + (step % STAGES) * STAGE::FLOATS, *b_tile = a_tile + A_TILE::FLOATS;
         const int k0 = range.begin + step * BK;
-        copy_tile<BK, BM, A_LINE, CFG::THREADS, !TRANS_A>(a_tile, a, lda, row0, k0, m, range.end, vector_a);
-        copy_tile<BK, BN, B_LINE, CFG::THREADS, TRANS_B>(b_tile, b, ldb, col0, k0, n, range.end, vector_b);
+        copy_operand<A_TILE, BM, BK, CFG::THREADS>(a_tile, a, lda, row0, k0, m, range.end, vector_a);
+        copy_operand<B_TILE, BN, BK, CFG::THREADS>(b_tile, b, ldb, col0, k0, n, range.end, vector_b);
     };
 #pragma unroll
     for (int step = 0; step < STAGES - 1; step++) {
@@ -108,25 +184,26 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const floa
         if (step + STAGES - 1 < steps) start_copying(step + STAGES - 1);
         cp_async_commit();
 
-        const float *a_tile = shared + (step % STAGES) * CFG::STAGE_FLOATS, *b_tile = a_tile + BK * A_LINE;
+        const float *a_tile = shared + (step % STAGES) * STAGE::FLOATS, *b_tile = a_tile + A_TILE::FLOATS;
 #pragma unroll
         for (int kk = 0; kk < BK; kk += MMA_K) {
-            const float *a_low = a_tile + (kk + t) * A_LINE, *a_high = a_low + 4 * A_LINE;
-            const float *b_low = b_tile + (kk + t) * B_LINE, *b_high = b_low + 4 * B_LINE;
+            const int k_low = kk + k_lane, k_high = k_low + K_HALF;
             uint32_t bf[CFG::TILES_N][2];
 #pragma unroll
             for (int j = 0; j < CFG::TILES_N; j++) {
                 const int col = warp_col + j * MMA_N + g;
-                bf[j][0] = factor<ROUND>(b_low[col]);
-                bf[j][1] = factor<ROUND>(b_high[col]);
+                bf[j][0] = factor_at<B_TILE, ROUND>(b_tile, col, k_low);
+                bf[j][1] = factor_at<B_TILE, ROUND>(b_tile, col, k_high);
             }
 #pragma unroll
             for (int i = 0; i < CFG::TILES_M; i++) {
                 const int row = warp_row + i * MMA_M + g;
-                const uint32_t af[4] = {factor<ROUND>(a_low[row]), factor<ROUND>(a_low[row + 8]),
-                                        factor<ROUND>(a_high[row]), factor<ROUND>(a_high[row + 8])};
+                const uint32_t af[4] = {factor_at<A_TILE, ROUND>(a_tile, row, k_low),
+                                        factor_at<A_TILE, ROUND>(a_tile, row + 8, k_low),
+                                        factor_at<A_TILE, ROUND>(a_tile, row, k_high),
+                                        factor_at<A_TILE, ROUND>(a_tile, row + 8, k_high)};
 #pragma unroll
-                for (int j = 0; j < CFG::TILES_N; j++) mma_tf32(acc[i][j], af, bf[j]);
+                for (int j = 0; j < CFG::TILES_N; j++) mma<ROUND>(acc[i][j], af, bf[j]);
             }
         }
     }
@@ -156,16 +233,17 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const floa
 
 template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND>
 void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
+    constexpr size_t shared_bytes = stage_layout<CFG, TRANS_A, TRANS_B, ROUND>::SHARED_BYTES;
     static bool allowed = false; /* above 48 KB, the limit must be raised once per kernel */
     if (!allowed) {
         CUDA_CHECK(cudaFuncSetAttribute(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)CFG::SHARED_BYTES));
+                                        (int)shared_bytes));
         allowed = true;
     }
     const dim3 grid(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
     launch_dependent(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND>, grid, CFG::THREADS,
-                     CFG::SHARED_BYTES, stream, split.splits, m, n, k, split.k_per_split, alpha, a,
+                     shared_bytes, stream, split.splits, m, n, k, split.k_per_split, alpha, a,
                      lda, b, ldb, beta, c, ldc, epilogue, float4_aligned(a, lda),
                      float4_aligned(b, ldb));
 }

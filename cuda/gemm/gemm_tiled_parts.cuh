@@ -1,8 +1,9 @@
 /* What the tiled rungs share: rung 5 (gemm_5_tiled.cu, FP32 on the FMA units) and rung 10
- * (gemm_10_tiled_tensor.cu, the same pipeline on tensor cores). The copy of a tile into shared
- * memory, K-major (tile[kk][i]) whatever the operand's layout in memory; the split-K sum of a
- * cluster's partial tiles through distributed shared memory; and how many K slices a grid
- * wants. gemm_5_tiled.cu's opening comment says why each is so. */
+ * (gemm_10_tiled_tensor.cu, the same pipeline on tensor cores): the split-K sum of a cluster's
+ * partial tiles through distributed shared memory, and how many K slices a grid wants. Also
+ * rung 5's copy of a tile into shared memory, K-major (tile[kk][i]) whatever the operand's
+ * layout in memory (rung 10 keeps the layout instead). gemm_5_tiled.cu's opening comment says
+ * why each is so. */
 #ifndef MLP_GEMM_TILED_PARTS_CUH
 #define MLP_GEMM_TILED_PARTS_CUH
 
