@@ -88,6 +88,14 @@ backend *backend_create(const char *device, const char *impl, gemm_precision pre
 #endif
 }
 
+void backend_fused_whole_always(backend *be, bool always) {
+#ifdef MLP_HAVE_CUDA
+    if (strcmp(be->device_name, "gpu") == 0) gpu_backend_fused_whole_always(be, always);
+#else
+    (void)be, (void)always;
+#endif
+}
+
 void backend_bind_this_thread(const backend *be) {
 #ifdef MLP_HAVE_CUDA
     if (strcmp(be->device_name, "gpu") == 0) gpu_use_device(distributed_local_rank());

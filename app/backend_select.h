@@ -25,6 +25,10 @@ bool precision_supported(const char *device, const char *impl, gemm_precision pr
 backend *backend_create(const char *device, const char *impl, gemm_precision precision,
                         char *err, size_t err_size);
 
+/* --fused-pass whole: --impl fused trains with its persistent kernel wherever that can run, not
+ * only where it is faster than the recorded step. Nothing for other implementations. */
+void backend_fused_whole_always(backend *be, bool always);
+
 /* Makes the calling thread one that may drive be: on the GPU, CUDA's current device is the
  * calling thread's own, and be may have been created on another thread. */
 void backend_bind_this_thread(const backend *be);

@@ -38,6 +38,8 @@ typedef struct {
     allreduce_choice allreduce; /* GPU ranks' all-reduce; auto unless --allreduce */
     bool allreduce_overlap;     /* GPU ranks: the last layers' all-reduce beside the backward pass */
     bool allreduce_overlap_given;
+    bool fused_whole_always;    /* --impl fused: its kernel wherever it fits (--fused-pass whole) */
+    bool fused_pass_given;
     bool profile, json, quiet, eval_only;
     const char *log_path, *save_path, *load_path;
 } cli_options;

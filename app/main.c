@@ -24,12 +24,11 @@
 #include "core/memory_plan.h"
 #include "core/model.h"
 #include "app/report.h"
+#include "cuda/fused_rule.h"
 #include "core/trainer.h"
 
 #define ERR_SIZE 1024
 
-/* The largest batch at which the fused kernel beats the tiled step (784-256-10 on an H100). */
-#define FUSED_FASTEST_UP_TO_BATCH 128
 
 typedef struct {
     cli_options options;
@@ -144,12 +143,13 @@ static bool choose_device(run_state *s, char *err) {
 
 /* Without --impl, the fastest implementation for the device and the batch (docs/training.md
  * gives the measurements): on the GPU the fused persistent kernel for one hidden layer (as
- * --hidden says: a checkpoint of more layers makes it fall back to tiled) at batches up to 128
- * in FP32, one process alone, and the tiled kernels otherwise; on the CPU the tiled kernels. */
+ * --hidden says: a checkpoint of more layers makes it fall back to tiled) where it beats the
+ * recorded step (cuda/fused_rule.h) in FP32, one process alone, and the tiled kernels otherwise;
+ * on the CPU the tiled kernels. */
 static const char *fastest_impl(const run_state *s) {
     const cli_options *o = &s->options;
     if (strcmp(s->device, "cpu") == 0) return "tiled";
-    bool fused_fits = o->hidden_count == 1 && o->batch <= FUSED_FASTEST_UP_TO_BATCH &&
+    bool fused_fits = o->hidden_count == 1 && fused_whole_epoch_pays(o->batch, o->hidden[0]) &&
                       o->precision == PRECISION_FP32 && distributed_ranks() == 1;
     return fused_fits ? "fused" : "tiled";
 }
@@ -320,8 +320,12 @@ static bool load_and_set_up(run_state *s, char *err) {
     s->startup.device_s = setup.finished - s->started;
     s->startup.ready_s = wall_seconds() - s->started;
     if (!loaded) return false;
-    if (!s->be) snprintf(err, ERR_SIZE, "%s", setup.err);
-    return s->be != NULL;
+    if (!s->be) {
+        snprintf(err, ERR_SIZE, "%s", setup.err);
+        return false;
+    }
+    backend_fused_whole_always(s->be, s->options.fused_whole_always);
+    return true;
 }
 
 /* The schedule's span (--schedule-epochs, else the checkpoint's epochs and this run's) and

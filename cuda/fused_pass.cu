@@ -9,6 +9,7 @@
 #include "libs/cuda_check.h"
 #include "cuda/kernels/fused_mlp.h"
 #include "cuda/fused_pass.h"
+#include "cuda/fused_rule.h"
 #include "cuda/gpu_state.h"
 
 namespace {
@@ -30,6 +31,7 @@ bool same_key(const plan_key &x, const plan_key &y) {
 } // namespace
 
 struct fused_pass {
+    bool whole_always; /* the kernel wherever it fits, not only where it is faster (fused_rule.h) */
     void *scratch;
     size_t scratch_bytes;
     /* the last plan made, kept: planning queries the device (occupancy, limits), and a pass
@@ -146,8 +148,20 @@ bool fused_pass_supported(backend *be, const training_pass *pass, char *why, siz
                       "the fused kernel reads the data set on the device (--data device)");
         return false;
     }
-    return cached_plan(gpu_of(be)->fused, pass, why, why_size).blocks > 0;
+    fused_pass *fused = gpu_of(be)->fused;
+    if (cached_plan(fused, pass, why, why_size).blocks == 0) return false;
+    const int hidden = pass->shape->width[1];
+    if (!fused->whole_always && !fused_whole_epoch_pays(pass->batch, hidden)) {
+        std::snprintf(why, why_size,
+                      "at batch %d with %d hidden units the recorded tiled step is faster than "
+                      "the whole-epoch kernel (--fused-pass whole runs the kernel)",
+                      pass->batch, hidden);
+        return false;
+    }
+    return true;
 }
+
+void fused_pass_whole_always(fused_pass *fused, bool always) { fused->whole_always = always; }
 
 void fused_pass_run(backend *be, const training_pass *pass) {
     char why[256];

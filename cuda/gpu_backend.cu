@@ -526,6 +526,10 @@ extern "C" device_presence gpu_probe(char *why, size_t why_size) {
 
 extern "C" void gpu_use_device(int device) { CUDA_CHECK(cudaSetDevice(device)); }
 
+extern "C" void gpu_backend_fused_whole_always(backend *be, bool always) {
+    if (gpu_of(be)->fused) fused_pass_whole_always(gpu_of(be)->fused, always);
+}
+
 extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precision precision) {
     const gpu_impl *chosen = nullptr;
     for (const gpu_impl &candidate : gpu_impls)

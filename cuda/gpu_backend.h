@@ -26,6 +26,10 @@ int gpu_device_count(void);
  * Exits with a message if the device cannot be set up. */
 backend *gpu_backend_create(const char *impl, int device, gemm_precision precision);
 
+/* --impl fused: the persistent kernel wherever it can train the pass (always), or only where it
+ * is faster than the recorded step (fused_rule.h; the default). Nothing for other impls. */
+void gpu_backend_fused_whole_always(backend *be, bool always);
+
 /* Makes device the calling thread's current CUDA device (gpu_backend_create does so only for
  * the thread that calls it). */
 void gpu_use_device(int device);

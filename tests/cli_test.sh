@@ -50,6 +50,9 @@ expect 2 "--graph: unknown value 'maybe'" -- "$mlp_train" --graph maybe
 expect 2 '--graph on records CUDA graphs: it needs --device gpu' -- "$mlp_train" --device cpu --graph on
 expect 2 '--graph on cannot replay steps that copy each batch' -- "$mlp_train" --device gpu --data host --graph on
 expect 2 '--impl fused runs on the GPU' -- "$mlp_train" --device cpu --impl fused
+expect 2 "--fused-pass: unknown value 'always'" -- "$mlp_train" --impl fused --fused-pass always
+expect 2 '--fused-pass chooses how --impl fused trains; give --impl fused' -- \
+    "$mlp_train" --impl tiled --fused-pass whole
 expect 2 "--precision: unknown value 'fp16'" -- "$mlp_train" --precision fp16
 expect 2 "needs a value" -- "$mlp_train" --precision
 expect 2 '--precision bf16 needs the GPU.*CPU implementations multiply in FP32 only' -- \

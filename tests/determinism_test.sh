@@ -57,9 +57,12 @@ for split in train:$TRAIN_IMAGES t10k:$TEST_IMAGES; do
     done
 done
 
-# train NAME IMPL SEED THREADS: one epoch, saved to $work/NAME.ckpt; exit status of mlp_train
+# train NAME IMPL SEED THREADS: one epoch, saved to $work/NAME.ckpt; exit status of mlp_train.
+# fused runs its kernel (--fused-pass whole): at batch 512 it would take the tiled step.
 train() {
-    "$mlp_train" --device "$device" --impl "$2" --data "$work/data" --epochs 1 --batch 512 \
+    local kernel=()
+    [ "$2" = fused ] && kernel=(--fused-pass whole)
+    "$mlp_train" --device "$device" --impl "$2" "${kernel[@]}" --data "$work/data" --epochs 1 --batch 512 \
         --seed "$3" ${4:+--threads "$4"} --quiet "${options[@]}" --save "$work/$1.ckpt" \
         >"$work/$1.out" 2>&1
 }

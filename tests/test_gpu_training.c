@@ -147,7 +147,7 @@ static void check_recorded_steps(const char *impl, uint64_t seed) {
     be->destroy(be);
 }
 
-/* The fused kernel runs whole passes where it can hold the model (one hidden layer): against
+/* The fused kernel runs whole passes wherever it can hold the model (one hidden layer): against
  * the CPU over two epochs (Adam's step count carries across passes), on widths that do not
  * divide into its blocks and on batches of 1, 17 and 32 rows (one stage of pixels in shared
  * memory: the next step's is copied during this one), 100 (two stages, both kept for the
@@ -159,6 +159,7 @@ static void check_fused_pass(uint64_t seed) {
     const char *which = getenv("MLP_TEST_SHAPES");
     size_t count = which && strcmp(which, "small") == 0 ? 2 : sizeof shapes / sizeof shapes[0];
     backend *be = gpu_backend_create("fused", 0, PRECISION_FP32);
+    gpu_backend_fused_whole_always(be, true); /* also where the recorded step is faster */
     for (size_t i = 0; i < count; i++)
         for (int k = 0; k < 2; k++) {
             optimizer_kind kind = k ? OPTIMIZER_ADAM : OPTIMIZER_SGD;
@@ -190,6 +191,36 @@ static void check_fused_pass(uint64_t seed) {
             free(again);
         }
     be->destroy(be);
+}
+
+/* Without --fused-pass whole, the kernel trains only where fused_rule.h says it is faster:
+ * batch 32 with 32 hidden units yes; batch 300 with 256 (or 256 rows of 17) no, the recorded
+ * step instead; and the two give the same parameters within the agreement bound. */
+static void check_fused_rule(uint64_t seed) {
+    static const struct { int hidden, batch; const char *mode; } cases[] = {
+        {32, 32, "whole"}, {256, 300, "recorded"}, {17, 256, "recorded"}};
+    backend *chooses = gpu_backend_create("fused", 0, PRECISION_FP32);
+    backend *tiled = gpu_backend_create("tiled", 0, PRECISION_FP32);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        synthetic_run run = {.optimizer = OPTIMIZER_SGD, .batch = cases[i].batch, .steps = 6,
+                             .seed = seed, .feed = {DATA_RESIDENT, false},
+                             .hidden = cases[i].hidden, .epochs = 1, .record_steps = true};
+        size_t n;
+        synthetic_result result, step_result;
+        float *params = train_synthetic(chooses, &run, &n, &result);
+        CHECK(strcmp(result.pass_mode, cases[i].mode) == 0,
+              "fused, hidden %d, batch %d: passes ran %s, not %s", cases[i].hidden,
+              cases[i].batch, result.pass_mode, cases[i].mode);
+        float *stepped = train_synthetic(tiled, &run, &n, &step_result);
+        double difference = relative_difference(params, stepped, n);
+        CHECK(difference < AGREEMENT_BOUND,
+              "fused (%s) vs tiled, hidden %d, batch %d: parameters differ by %.3g",
+              result.pass_mode, cases[i].hidden, cases[i].batch, difference);
+        free(params);
+        free(stepped);
+    }
+    chooses->destroy(chooses);
+    tiled->destroy(tiled);
 }
 
 /* Bounds on |loss − FP32's loss| / FP32's loss after two epochs of 50 recorded steps (SGD, batch
@@ -293,6 +324,7 @@ int main(void) {
     for (int i = 0; i < 4; i++) check_implementation(IMPLS[i], seed);
     for (int i = 0; i < 3; i++) check_recorded_steps(IMPLS[i], seed);
     check_fused_pass(seed);
+    check_fused_rule(seed);
     check_feeds(seed);
     check_resident_feed(seed);
     check_precisions(seed);

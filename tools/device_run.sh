@@ -22,7 +22,7 @@
 #   compare   tools/peers/compare.py: every GPU implementation (--graph on and off) against
 #             PyTorch eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and
 #             2048, and whole 10-epoch processes at batch 512 (compare_gpu.md, compare_gpu.json)
-#   precision --precision fp32, tf32 and bf16 for tiled, blas and fused (fused falls back to tiled
+#   precision --precision fp32, tf32 and bf16 for tiled, blas and fused (fused takes the tiled step
 #             in TF32 and BF16): 10 epochs at batch 64 and 512, epoch ms and test accuracy against
 #             FP32 in points, and the goal (within 0.3 points) (tools/peers/compare.py
 #             --precisions; precision.md, precision.json)
@@ -177,8 +177,8 @@ stage_fused() {
         echo "compute-sanitizer $tool test_gpu_training (fused, small shapes): exit $s; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/fused_$tool.log" | tail -1)"
         [ $s -eq 0 ] || { status=1; grep -m 20 -E '=========|FAIL' "$out/fused_$tool.log"; }
     done
-    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl fused --hidden 300 \
-        --batch 1000 --epochs 1 --data "$data" --quiet >"$out/fused_memcheck_mlp_train.log" 2>&1
+    compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl fused --fused-pass whole \
+        --hidden 300 --batch 1000 --epochs 1 --data "$data" --quiet >"$out/fused_memcheck_mlp_train.log" 2>&1
     s=$?
     echo "compute-sanitizer memcheck mlp_train --impl fused --hidden 300 --batch 1000: exit $s; $(grep 'ERROR SUMMARY' "$out/fused_memcheck_mlp_train.log")"
     [ $s -eq 0 ] || status=1
@@ -310,14 +310,16 @@ stage_odd() {
     "$build/mlp_bench" gemm --device gpu "${shapes[@]}" --warmup 0 --repeats 3 --quiet \
         --csv "$out/odd_gemm.csv" >"$out/odd_gemm.txt" 2>&1 || status=1
     echo "odd GEMM shapes: $(grep -c ',ok,' "$out/odd_gemm.csv") verified, $(grep -c FAILED "$out/odd_gemm.csv") failed"
-    # fused runs the one-hidden-layer models whole (--hidden 300: 4 units a block, 32-row stages;
-    # 1000: 8 units a block) and says why it falls back on the others
+    # fused runs the one-hidden-layer models whole (--fused-pass whole: --hidden 300, 4 units a
+    # block, 32-row stages; 1000, 8 units a block) and says why it falls back on the others
     for impl in naive tiled blas fused; do
         for args in "--hidden 17,3 --batch 7 --epochs 1" "--hidden 1000,33 --batch 999 --epochs 2 --optimizer adam" \
             "--hidden 300 --batch 999 --epochs 2 --optimizer adam" "--hidden 1000 --batch 100 --epochs 1" \
             "--dataset fashion --data data/fashion --batch 333 --epochs 2"; do
+            kernel=()
+            [ $impl = fused ] && kernel=(--fused-pass whole)
             # shellcheck disable=SC2086
-            "$mlp" --device gpu --impl $impl $args --json --quiet >"$out/odd_train.json" 2>"$out/odd_train.err" ||
+            "$mlp" --device gpu --impl $impl "${kernel[@]}" $args --json --quiet >"$out/odd_train.json" 2>"$out/odd_train.err" ||
                 { status=1; echo "FAILED: $impl $args: $(cat "$out/odd_train.err")"; continue; }
             python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f'{sys.argv[2]:<5} {sys.argv[3]:<60} {d[\"config\"].get(\"execution\", \"?\"):<9} test accuracy {100*d[\"test_accuracy\"]:.2f}%')" \
                 "$out/odd_train.json" "$impl" "$args"
