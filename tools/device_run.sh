@@ -82,7 +82,7 @@ nsys=${NSYS:-.device/nsys.sh}
 [ -n "${NSYS:-}" ] || [ -x "$nsys" ] || nsys=nsys
 
 stage_build() {
-    tools/fetch_data.sh --raw >/dev/null # the data comes gzipped (the upload is capped): start-up reads raw files
+    tools/fetch_data.sh >/dev/null # the data comes gzipped (the upload is capped): this keeps raw files beside
     nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv,noheader | tee "$out/gpu.txt"
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; return 1; }
     cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E 'error|Error' "$out/build.log" | head -30; return 1; }
