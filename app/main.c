@@ -29,7 +29,6 @@
 
 #define ERR_SIZE 1024
 
-
 typedef struct {
     cli_options options;
     char data_dir[PATH_MAX];
