@@ -1,11 +1,11 @@
 /* Ladder rung 10: rung 5 (gemm_5_tiled.cu) on tensor cores, the TF32 and BF16 GEMM of
  * --impl tiled and fused.
  *
- * What it keeps from rung 5: A and B read as FP32 from memory into shared memory by a 3-stage
- * cp.async pipeline; split-K through a thread block cluster's distributed shared memory (no
- * workspace, no second kernel); the epilogue (bias, ReLU, ReLU mask) applied as C is stored; the
- * launch that overlaps the previous kernel's tail. So a step in TF32 or BF16 has the launches of
- * the FP32 step.
+ * What it keeps from rung 5: A and B read as FP32 from memory into shared memory by a cp.async
+ * pipeline (3 stages, 4 for the 64×64 tile); split-K through a thread block cluster's
+ * distributed shared memory (no workspace, no second kernel); the epilogue (bias, ReLU, ReLU
+ * mask) applied as C is stored; the launch that overlaps the previous kernel's tail. So a step
+ * in TF32 or BF16 has the launches of the FP32 step.
  * What changes:
  * - Each operand's tile keeps its layout in memory (operand_tile): a K-contiguous operand
  *   (A not transposed, B transposed) as tile[i][kk], the other as tile[kk][i]. Every copy is
