@@ -137,8 +137,8 @@ enum {
     OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR,
     OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED, OPT_ALLREDUCE,
     OPT_ALLREDUCE_OVERLAP, OPT_FUSED_PASS, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS,
-    OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET, OPT_SAVE,
-    OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
+    OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET,
+    OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
 static const struct option LONG_OPTIONS[] = {
@@ -444,9 +444,10 @@ static bool check_consistency(cli_options *o, bool pinned) {
         return usage_error("--save and --log both name %s: the log would replace the checkpoint",
                            o->save_path);
     if (!o->lr_given) o->optimizer.lr = default_learning_rate(o->optimizer.kind, o->batch);
-    /* in float, as the updates work it out: a product just below 1 may round to it */
+    /* in float, as the updates work it out: a product just below 1 may round to it (and one at
+     * 1 or above rounds to 1 or above) */
     float decayed_share = o->optimizer.lr * o->optimizer.weight_decay;
-    if ((double)o->optimizer.lr * o->optimizer.weight_decay >= 1.0 || decayed_share >= 1.0f)
+    if (decayed_share >= 1.0f)
         return usage_error("--weight-decay %g at --lr %g would scale the weights by 1 - %g each "
                            "update: lr times the decay must stay below 1",
                            o->optimizer.weight_decay, o->optimizer.lr, (double)decayed_share);

@@ -170,7 +170,8 @@ def main():
         for seed in seeds:
             ours.append(run_ours(args, options, seed))
             print(f"speedrun.py: {name} seed {seed}: {100 * ours[-1]['accuracy']:.2f}%", file=sys.stderr)
-        rows = [summary("mlp_train" + (" (the tiled step, not fused's kernel)" if any(r["fell_back"] for r in ours) else ""), ours)]
+        stepped = any(r["fell_back"] for r in ours)
+        rows = [summary("mlp_train" + (" (the tiled step, not fused's kernel)" if stepped else ""), ours)]
         peers = {}
         for peer in args.peers:
             if peer_options(options) is None:

@@ -145,8 +145,9 @@ __device__ float sum_over_classes(float x, int lanes) {
  * SMOOTH: with label smoothing (compiled apart, so that the step without it is unchanged). */
 template <int CLASSES, int VALUES, bool SMOOTH>
 __device__ void output_row(const output_layer_step &p, const float *wt, const float *bias,
-                           const float (&h)[VALUES], int row, int label,
-                           smoothed_targets targets, int first_row, float *h_rows, float *dh_rows, float *dlogit_rows, int slot) {
+                           const float (&h)[VALUES], int row, int label, smoothed_targets targets,
+                           int first_row, float *h_rows, float *dh_rows, float *dlogit_rows,
+                           int slot) {
     constexpr int LANES_PER_CLASS = 32 / lane_classes(CLASSES);
     int lane = threadIdx.x % 32, H = p.in;
     float partial[CLASSES];

@@ -128,8 +128,9 @@ def scan_run(jax, data, device, batch, lr, args):
             rate = lambda t: common.schedule_lr(args.schedule, lr, warmup, total, t.astype(jnp.float32),
                                                 cos=jnp.cos, where=jnp.where)  # noqa: E731
         COMPILED[configuration] = build_epoch(jax, batch, count, lr, args.momentum, not args.no_train_metrics,
-                                    donate=device.platform != "cpu", unroll=args.unroll, rate=rate,
-                                    weight_decay=args.weight_decay, label_smoothing=args.label_smoothing)
+                                              donate=device.platform != "cpu", unroll=args.unroll, rate=rate,
+                                              weight_decay=args.weight_decay,
+                                              label_smoothing=args.label_smoothing)
     epoch, forward = COMPILED[configuration]
     steps_per_epoch = -(-count // batch)
     params = [(jax.device_put(w, device), jax.device_put(b, device))

@@ -10,10 +10,10 @@ normalized as mlp_train does, FP32 with TF32 off unless --matmul-precision says 
 (tensorfloat32: torch.set_float32_matmul_precision("high"), TF32 products of FP32 tensors, as
 mlp_train's --precision tf32; bfloat16: the forward pass and loss under torch.autocast to BF16,
 which keeps the weights, their gradients and the update in FP32 but also the activations in BF16,
-less memory than mlp_train's --precision bf16 moves, whose activations stay FP32). The data set is resident on the device; each
-epoch draws a permutation on the device (before the clock starts, as mlp_train uploads its order
-before its clock starts), and each step gathers its batch there. The last partial batch is trained on, as
-mlp_train does. The training loss and accuracy are summed on the device during the epoch and
+less memory than mlp_train's --precision bf16 moves, whose activations stay FP32). The data set
+is resident on the device; each epoch draws a permutation on the device (before the clock
+starts, as mlp_train uploads its order before its clock starts), and each step gathers its batch
+there. The last partial batch is trained on, as mlp_train does. The training loss and accuracy are summed on the device during the epoch and
 read back at its end, as mlp_train does (--no-train-metrics leaves them out).
 
 Modes:
@@ -31,7 +31,8 @@ synchronizes the device); the first epoch is a warm-up; the figure is the median
 Test accuracy is measured once, after the last epoch.
 
 Prints one JSON object on stdout (tools/peers/peer_common.py print_json):
-  {"framework": "torch", "version", "torch", "device", "tf32", "matmul_precision", "results": [{"mode", "device",
+  {"framework": "torch", "version", "torch", "device", "tf32", "matmul_precision",
+   "results": [{"mode", "device",
    "batch", "threads", "lr", "epoch_s", "epoch_times_s", "epochs_timed", "test_accuracy",
    "train_loss", "train_accuracy", "optimizer", "seed"}...]}, one result a batch, mode and seed
    (--seed takes several)
