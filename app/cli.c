@@ -60,6 +60,10 @@ static const char USAGE[] =
     "  --allreduce-overlap on|off  GPU ranks: sum the last layers' gradients beside the\n"
     "                          rest of the backward pass once they hold 1 MiB, or the\n"
     "                          whole gradient after it (default: on; --profile: off)\n"
+    "  --sharded-update on|off  ranks: each rank sums and updates its shard of the\n"
+    "                          parameters (reduce-scatter), then the ranks' shards are\n"
+    "                          gathered (all-gather), rather than every rank summing and\n"
+    "                          updating all of them (default: off)\n"
     "\n";
 
 static const char USAGE_DATA_AND_TRAINING[] =
@@ -136,7 +140,7 @@ enum {
     OPT_DEVICE = 256, OPT_IMPL, OPT_THREADS, OPT_DATASET, OPT_DATA, OPT_PINNED, OPT_OVERLAP,
     OPT_GRAPH, OPT_PRECISION, OPT_HIDDEN, OPT_EPOCHS, OPT_BATCH, OPT_OPTIMIZER, OPT_LR,
     OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED, OPT_ALLREDUCE,
-    OPT_ALLREDUCE_OVERLAP, OPT_FUSED_PASS, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS,
+    OPT_ALLREDUCE_OVERLAP, OPT_SHARDED_UPDATE, OPT_FUSED_PASS, OPT_SCHEDULE, OPT_WARMUP, OPT_SCHEDULE_EPOCHS,
     OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET,
     OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
@@ -162,6 +166,7 @@ static const struct option LONG_OPTIONS[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"allreduce", required_argument, NULL, OPT_ALLREDUCE},
     {"allreduce-overlap", required_argument, NULL, OPT_ALLREDUCE_OVERLAP},
+    {"sharded-update", required_argument, NULL, OPT_SHARDED_UPDATE},
     {"fused-pass", required_argument, NULL, OPT_FUSED_PASS},
     {"schedule", required_argument, NULL, OPT_SCHEDULE},
     {"warmup", required_argument, NULL, OPT_WARMUP},
@@ -356,6 +361,9 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
         o->allreduce_overlap = strcmp(arg, "on") == 0;
         o->allreduce_overlap_given = true;
         return one_of("--allreduce-overlap", arg, on_off);
+    case OPT_SHARDED_UPDATE:
+        o->sharded_update = strcmp(arg, "on") == 0;
+        return one_of("--sharded-update", arg, on_off);
     case OPT_SCHEDULE:
         o->schedule_given = true;
         for (int k = 0; k < SCHEDULE_KINDS; k++)
@@ -425,6 +433,9 @@ static bool check_consistency(cli_options *o, bool pinned) {
         return usage_error("--allreduce%s chooses how GPU ranks sum their gradients; the CPU's "
                            "ranks use MPI_Allreduce, after the backward pass",
                            o->allreduce_overlap_given ? "-overlap" : "");
+    if (o->sharded_update && o->allreduce_overlap_given && o->allreduce_overlap)
+        return usage_error("--sharded-update on sums each rank's shard after the backward pass, "
+                           "so it cannot overlap the sums with it: drop --allreduce-overlap on");
     if (o->fused_pass_given && !impl_is(o, "fused"))
         return usage_error("--fused-pass chooses how --impl fused trains; give --impl fused");
     if (o->eval_only && !o->load_path)

@@ -38,6 +38,7 @@ typedef struct {
     allreduce_choice allreduce; /* GPU ranks' all-reduce; auto unless --allreduce */
     bool allreduce_overlap;     /* GPU ranks: the last layers' all-reduce beside the backward pass */
     bool allreduce_overlap_given;
+    bool sharded_update;        /* ranks: each sums and updates its shard, then they gather */
     bool fused_whole_always;    /* --impl fused: its kernel wherever it fits (--fused-pass whole) */
     bool fused_pass_given;
     bool profile, json, quiet, eval_only;

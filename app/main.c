@@ -370,6 +370,7 @@ static bool start_trainer(run_state *s, char *err) {
         .feed = s->options.feed,
         .record_steps = s->options.graph,
         .overlap_all_reduce_floats = s->options.allreduce_overlap ? OVERLAP_ALL_REDUCE_FLOATS : 0,
+        .shard_update = s->options.sharded_update,
         .profile = s->options.profile,
         .progress = !s->options.quiet && speaks(),
     };
@@ -434,7 +435,8 @@ static run_info describe(run_state *s) {
                       trainer_pass_mode(s->trainer),
                       &s->startup,   s->be->ranks,  s->be->all_reduce_name,
                       distributed_library(), advised ? s->advice : NULL,
-                      trainer_all_reduces_early(s->trainer) > 0};
+                      trainer_all_reduces_early(s->trainer) > 0,
+                      trainer_update_sharded(s->trainer)};
 }
 
 static int evaluate_only(run_state *s) {

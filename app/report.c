@@ -60,9 +60,12 @@ void report_header(FILE *out, const run_info *info) {
         fprintf(out, "precision: %s products in the GEMMs; storage, sums and updates in FP32\n",
                 gemm_precision_name(o->precision));
     if (info->all_reduce)
-        fprintf(out, "ranks: %d (%s), each a share of every batch, gradients summed by %s%s\n",
+        fprintf(out, "ranks: %d (%s), each a share of every batch, gradients summed by %s%s%s\n",
                 info->ranks, info->mpi_library, info->all_reduce,
-                info->all_reduce_overlapped ? ", the last layers' beside the backward pass" : "");
+                info->all_reduce_overlapped ? ", the last layers' beside the backward pass" : "",
+                info->update_sharded ? ", each rank's shard alone (reduce-scatter), which it "
+                                       "updates; then the shards gathered"
+                                     : "");
     if (info->advice) fprintf(out, "note: %s\n", info->advice);
     if (o->profile) report_startup(out, info->startup);
     bool validation = info->validation_count > 0;
@@ -193,7 +196,8 @@ static void json_config(FILE *out, const run_info *info) {
         json_write_string(out, info->all_reduce);
     else
         fprintf(out, "null");
-    fprintf(out, ", \"all_reduce_overlap\": %s}", info->all_reduce_overlapped ? "true" : "false");
+    fprintf(out, ", \"all_reduce_overlap\": %s, \"sharded_update\": %s}",
+            info->all_reduce_overlapped ? "true" : "false", info->update_sharded ? "true" : "false");
 }
 
 static void json_phases(FILE *out, const phase_totals *phases) {

@@ -40,6 +40,7 @@ typedef struct {
     const char *mpi_library;    /* e.g. "Open MPI v4.1.4" */
     const char *advice;         /* a fix for a slow set-up (OpenBLAS's kernels), or NULL */
     bool all_reduce_overlapped; /* the last layers' summed beside the backward pass */
+    bool update_sharded;        /* each rank its shard: reduce-scatter, update, all-gather */
 } run_info;
 
 /* The run's description; with --profile, its start-up too. */

@@ -3,6 +3,8 @@
  * several times over and have every copy write the same files. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/distributed.h"
+#include "core/backend.h"
+#include "util/host_memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +130,40 @@ void distributed_all_gather(const void *mine, void *all, size_t bytes) {
               "MPI_Allgather");
 }
 
+/* Every rank's shard of n floats (backend.h's shard_begin): its count and first element. */
+static void shard_layout(size_t n, int *counts, int *firsts) {
+    if (n > INT_MAX) {
+        fprintf(stderr, "mlp_train: the sharded update across CPU ranks takes at most %d "
+                        "parameters (MPI counts them in ints), not %zu\n", INT_MAX, n);
+        exit(1);
+    }
+    for (int r = 0; r < world.ranks; r++) {
+        firsts[r] = (int)shard_begin(n, r, world.ranks);
+        counts[r] = (int)shard_begin(n, r + 1, world.ranks) - firsts[r];
+    }
+}
+
+void distributed_reduce_scatter(float *data, size_t n) {
+    int *counts = alloc_or_exit(2 * (size_t)world.ranks * sizeof(int), "the shards' layout");
+    int *firsts = counts + world.ranks;
+    shard_layout(n, counts, firsts);
+    /* in place, the sum of this rank's shard lands at the start of data */
+    check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, data, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Reduce_scatter");
+    memmove(data + firsts[world.rank], data, (size_t)counts[world.rank] * sizeof(float));
+    free(counts);
+}
+
+void distributed_all_gather_shards(float *data, size_t n) {
+    int *counts = alloc_or_exit(2 * (size_t)world.ranks * sizeof(int), "the shards' layout");
+    int *firsts = counts + world.ranks;
+    shard_layout(n, counts, firsts);
+    check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts, firsts, MPI_FLOAT,
+                             MPI_COMM_WORLD),
+              "MPI_Allgatherv");
+    free(counts);
+}
+
 int distributed_finish(int status) {
     if (!world.launched) return status;
     fflush(stdout);
@@ -181,6 +217,16 @@ void distributed_barrier(void) {} /* one rank */
 
 void distributed_all_gather(const void *mine, void *all, size_t bytes) {
     memcpy(all, mine, bytes); /* one rank */
+}
+
+void distributed_reduce_scatter(float *data, size_t n) {
+    (void)data;
+    (void)n; /* one rank: its shard is all of data, and its sum */
+}
+
+void distributed_all_gather_shards(float *data, size_t n) {
+    (void)data;
+    (void)n; /* one rank: it holds every shard */
 }
 
 int distributed_finish(int status) { return status; }

@@ -38,6 +38,13 @@ const char *distributed_library(void);
  * it with the same n. */
 void distributed_sum(float *data, size_t n);
 
+/* The two halves of distributed_sum, for a sharded update (backend.h's reduce_scatter_sum and
+ * all_gather, in host memory): this rank's shard of data[0..n) becomes its sum over the ranks
+ * (MPI_Reduce_scatter), the rest of data left as it may be; and every rank's shard of data[0..n)
+ * is copied to every rank (MPI_Allgatherv). Every rank calls them with the same n. */
+void distributed_reduce_scatter(float *data, size_t n);
+void distributed_all_gather_shards(float *data, size_t n);
+
 /* bytes of data from rank 0 to every rank (MPI_Bcast). */
 void distributed_broadcast(void *data, size_t bytes);
 

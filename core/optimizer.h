@@ -26,9 +26,11 @@ typedef struct optimizer_config {
 typedef struct {
     optimizer_config config;
     backend *be;
-    size_t count;
-    weight_decay *decay; /* config.weight_decay over the model's weights, in the backend's
-                          * memory; NULL without decay */
+    mlp_shape shape;
+    size_t count;        /* the parameters */
+    size_t first, last;  /* those an update changes, [first, last): all, or a shard of them */
+    weight_decay *decay; /* config.weight_decay over [first, last)'s weights, counted from first,
+                          * in the backend's memory; NULL without decay */
     float *state[2]; /* SGD: velocity; Adam: first and second moments */
     int state_arrays; /* 1 for SGD, 2 for Adam */
     int step;         /* updates made so far, as the host counts them (for checkpoints); the
@@ -46,6 +48,11 @@ static inline lr_schedule optimizer_schedule(const optimizer_config *config) {
     lr_schedule s = {config->schedule, config->lr, config->warmup_steps, config->total_steps};
     return s;
 }
+
+/* From now on an update changes params[first, last) alone, with the state and gradients of
+ * those: this rank's shard of a sharded update (trainer.c). The other parameters' state is left
+ * as it is. */
+void optimizer_shard(optimizer *opt, size_t first, size_t last);
 
 /* One update of params from grads, at the schedule's rate: update number
  * cursor->optimizer_steps + 1, which ends the step of `rows` rows: the cursor moves on by them

@@ -1,7 +1,10 @@
 /* The training loop. Nothing here knows which device or implementation runs the operations, nor
  * whether other ranks share the work: a rank trains its share of each batch, and the backend's
  * all-reduce (where there is one) sums the ranks' gradients between the backward pass and the
- * update. */
+ * update. A sharded update (train_config's shard_update) sums only this rank's shard of the
+ * gradient, updates that shard of the parameters and of the optimizer's state, and gathers the
+ * ranks' shards of the parameters; at each epoch's end it gathers the optimizer's state too, so
+ * that between epochs every rank holds all of both. */
 #include "core/trainer.h"
 #include "util/host_memory.h"
 
@@ -22,8 +25,9 @@ static const char *const pass_mode_names[] = {"direct", "recorded", "whole"};
 enum { FULL_BATCH, LAST_BATCH, STEP_KINDS };
 
 /* A step is recorded whole, or, to time the all-reduce apart (--profile with an all-reduce), in
- * three parts replayed in turn: the batch, forward and backward; the all-reduce; the update. */
-enum { STEP_PARTS = 3 };
+ * parts replayed in turn: the batch, forward and backward; the all-reduce (sharded: the
+ * reduce-scatter); the update; and, sharded, the all-gather. */
+enum { STEP_PARTS = 4 };
 
 /* Recorded steps are replayed as runs of several steps in one recording: each replay costs the
  * device a few µs before its first kernel starts (4.5–5.8 µs between two replayed one-step
@@ -37,7 +41,7 @@ typedef struct {
     long full_steps; /* full-batch steps recorded one after another... */
     bool last_batch; /* ...then the pass's last, shorter batch */
     long replays;    /* per pass; 0: not recorded */
-    recording *parts[STEP_PARTS]; /* parts 1 and 2 NULL when recorded whole */
+    recording *parts[STEP_PARTS]; /* parts 1 to 3 NULL when recorded whole */
 } recorded_run;
 
 /* This rank's part of a training pass. Every rank draws the same order and cuts each global batch
@@ -77,6 +81,8 @@ struct trainer {
     float *metric_sums_host; /* their copy on the host (alloc_host) */
     pass_cursor *train_cursor, *test_cursor; /* on the device */
     pass_plan plan;
+    bool sharded;      /* the update shared out among the ranks */
+    bool reduces_early; /* the backward pass starts sums across the ranks (mlp_reduces_early) */
     int epochs_done;
     pass_mode mode;
     char whole_pass_refusal[256];
@@ -234,14 +240,17 @@ static void queue_gradients(trainer *t, int kind, phase_profile *profile) {
     phase_end(profile, PHASE_BACKWARD);
 }
 
-/* The ranks' gradients summed: the gradient of the global batch's mean loss on every rank. Where
- * the backward pass started the sums, what is left is to wait for them. */
+/* The ranks' gradients summed: the gradient of the global batch's mean loss on every rank, or,
+ * sharded, in this rank's shard. Where the backward pass started the sums, what is left is to
+ * wait for them. */
 static void queue_all_reduce(trainer *t, phase_profile *profile) {
     backend *be = t->be;
     if (!be->all_reduce_sum) return;
+    size_t n = t->model->shape.param_count;
     phase_begin(profile, PHASE_ALLREDUCE);
-    if (mlp_reduces_early(t->model)) be->all_reduce_finish(be);
-    else be->all_reduce_sum(be, t->model->grads, t->model->shape.param_count);
+    if (t->sharded) be->reduce_scatter_sum(be, t->model->grads, n);
+    else if (t->reduces_early) be->all_reduce_finish(be);
+    else be->all_reduce_sum(be, t->model->grads, n);
     phase_end(profile, PHASE_ALLREDUCE);
 }
 
@@ -251,10 +260,19 @@ static void queue_update(trainer *t, int kind, phase_profile *profile) {
     phase_end(profile, PHASE_UPDATE);
 }
 
+/* Sharded: every rank's updated shard of the parameters to every rank. */
+static void queue_gather(trainer *t, phase_profile *profile) {
+    if (!t->sharded) return;
+    phase_begin(profile, PHASE_ALLREDUCE);
+    t->be->all_gather(t->be, t->model->params, t->model->shape.param_count);
+    phase_end(profile, PHASE_ALLREDUCE);
+}
+
 static void queue_step(trainer *t, int kind, phase_profile *profile) {
     queue_gradients(t, kind, profile);
     queue_all_reduce(t, profile);
     queue_update(t, kind, profile);
+    queue_gather(t, profile);
 }
 
 /* How a pass's steps are cut into recorded runs (see recorded_run). Where the full steps come
@@ -298,14 +316,19 @@ static void record_steps(trainer *t) {
         be->record_begin(be);
         queue_update(t, kind, NULL);
         run->parts[2] = be->record_end(be);
+        if (!t->sharded) continue;
+        be->record_begin(be);
+        queue_gather(t, NULL);
+        run->parts[3] = be->record_end(be);
     }
 }
 
 /* A recorded run: timed as one "compute" phase, or in its parts: forward and backward
- * ("compute"), the all-reduce, the update. */
+ * ("compute"), the all-reduce (sharded: the reduce-scatter), the update, and, sharded, the
+ * all-gather (the all-reduce's phase too). */
 static void replay_run(trainer *t, const recorded_run *run) {
     backend *be = t->be;
-    phase_id phases[STEP_PARTS] = {PHASE_COMPUTE, PHASE_ALLREDUCE, PHASE_UPDATE};
+    phase_id phases[STEP_PARTS] = {PHASE_COMPUTE, PHASE_ALLREDUCE, PHASE_UPDATE, PHASE_ALLREDUCE};
     for (int part = 0; part < STEP_PARTS && run->parts[part]; part++) {
         phase_begin(t->profile, phases[part]);
         be->replay(be, run->parts[part]);
@@ -377,8 +400,15 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     progress_init(&t->progress, config->progress);
     if (train) t->plan = plan_pass(train->count, config->batch, be->rank, be->ranks);
     warm_up(t); /* with the whole gradient's all-reduce, which sets it up */
-    if (be->all_reduce_start && !config->profile)
+    t->sharded = config->shard_update && be->reduce_scatter_sum;
+    if (t->sharded) {
+        size_t n = shape->param_count;
+        optimizer_shard(t->opt, shard_begin(n, be->rank, be->ranks),
+                        shard_begin(n, be->rank + 1, be->ranks));
+    } else if (be->all_reduce_start && !config->profile) {
         t->model->early_reduce_floats = config->overlap_all_reduce_floats;
+    }
+    t->reduces_early = mlp_reduces_early(t->model) > 0;
     if (train) {
         t->train_feed = be->feed_create(be, train, largest_share(&t->plan), config->feed);
         t->train_metrics = metrics_create(be, train->count);
@@ -413,6 +443,8 @@ void trainer_destroy(trainer *t) {
 const char *trainer_pass_mode(const trainer *t) { return pass_mode_names[t->mode]; }
 
 int trainer_all_reduces_early(const trainer *t) { return mlp_reduces_early(t->model); }
+
+bool trainer_update_sharded(const trainer *t) { return t->sharded; }
 
 const char *trainer_whole_pass_refusal(const trainer *t) {
     return t->whole_pass_refusal[0] ? t->whole_pass_refusal : NULL;
@@ -479,6 +511,16 @@ static void evaluation_pass(trainer *t, evaluation_set *set, int32_t *prediction
     metrics_queue(t, &set->metrics, count, false);
 }
 
+/* Sharded: every rank's shard of the optimizer's state to every rank, so that all of it is whole
+ * on each between epochs (for a checkpoint, which rank 0 alone writes). */
+static void gather_optimizer_state(trainer *t) {
+    if (!t->sharded) return;
+    phase_begin(t->profile, PHASE_ALLREDUCE);
+    for (int i = 0; i < t->opt->state_arrays; i++)
+        t->be->all_gather(t->be, t->opt->state[i], t->model->shape.param_count);
+    phase_end(t->profile, PHASE_ALLREDUCE);
+}
+
 bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char *err,
                        size_t err_size) {
     backend *be = t->be;
@@ -501,6 +543,7 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     progress_epoch_start(&t->progress, epoch, t->epochs_done + epochs_in_run, steps);
     double started = wall_seconds();
     train_pass(t, steps);
+    gather_optimizer_state(t);
     phase_begin(t->profile, PHASE_D2H);
     metrics_queue(t, &t->train_metrics, t->plan.samples, true);
     phase_end(t->profile, PHASE_D2H);

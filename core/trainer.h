@@ -44,6 +44,10 @@ typedef struct {
      * they hold this many floats (model.h, early_reduce_floats), where the backend can
      * (backend.h, all_reduce_start) and profile is off; 0: the whole gradient after it */
     size_t overlap_all_reduce_floats;
+    /* among ranks, where the backend can (backend.h, reduce_scatter_sum): each rank sums and
+     * updates its shard of the parameters, then the shards are gathered (trainer.c); the
+     * last layers' sums are then not started early */
+    bool shard_update;
     bool profile;  /* time each phase with the backend's stamps */
     bool progress; /* progress on stderr */
 } train_config;
@@ -82,6 +86,9 @@ const char *trainer_whole_pass_refusal(const trainer *t);
 /* The all-reduces each step's backward pass starts before its end (train_config's
  * overlap_all_reduce_floats, where it took effect; mlp_reduces_early); 0: none. */
 int trainer_all_reduces_early(const trainer *t);
+
+/* Whether the ranks share the update out (train_config's shard_update, where it took effect). */
+bool trainer_update_sharded(const trainer *t);
 
 /* One epoch of training and one test pass. False if the loss stopped being finite
  * (the message is in err); the parameters are then not worth saving. */

@@ -275,10 +275,22 @@ static void all_reduce_sum(backend *be, float *data, size_t n) {
     distributed_sum(data, n);
 }
 
+static void reduce_scatter_sum(backend *be, float *data, size_t n) {
+    (void)be;
+    distributed_reduce_scatter(data, n);
+}
+
+static void all_gather(backend *be, float *data, size_t n) {
+    (void)be;
+    distributed_all_gather_shards(data, n);
+}
+
 void cpu_backend_join(backend *be) {
     be->rank = distributed_rank();
     be->ranks = distributed_ranks();
     be->all_reduce_sum = all_reduce_sum;
+    be->reduce_scatter_sum = reduce_scatter_sum;
+    be->all_gather = all_gather;
     be->all_reduce_name = "MPI_Allreduce";
 }
 

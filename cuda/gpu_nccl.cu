@@ -67,6 +67,39 @@ void all_reduce_start(backend *be, float *data, size_t n) {
     gpu_reduce_queued(gpu);
 }
 
+/* Each shard summed onto its rank (ncclReduce, root r for shard r), in one group: the shards may
+ * differ in size, where ncclReduceScatter wants them equal. */
+void reduce_scatter_sum(backend *be, float *data, size_t n) {
+    gpu_state *gpu = gpu_of(be);
+    gpu_join_output_sums(gpu);
+    gpu_join_reduces(gpu);
+    ncclComm_t comm = gpu->nccl->comm;
+    NCCL_CHECK(ncclGroupStart(), comm);
+    for (int r = 0; r < be->ranks; r++) {
+        size_t first = shard_begin(n, r, be->ranks), count = shard_begin(n, r + 1, be->ranks) - first;
+        if (count == 0) continue; /* an empty last shard: the same on every rank */
+        NCCL_CHECK(ncclReduce(data + first, data + first, count, ncclFloat, ncclSum, r, comm,
+                              gpu->stream),
+                   comm);
+    }
+    NCCL_CHECK(ncclGroupEnd(), comm);
+}
+
+/* Each shard from its rank to every rank (ncclBroadcast, root r for shard r), in one group. */
+void all_gather(backend *be, float *data, size_t n) {
+    gpu_state *gpu = gpu_of(be);
+    ncclComm_t comm = gpu->nccl->comm;
+    NCCL_CHECK(ncclGroupStart(), comm);
+    for (int r = 0; r < be->ranks; r++) {
+        size_t first = shard_begin(n, r, be->ranks), count = shard_begin(n, r + 1, be->ranks) - first;
+        if (count == 0) continue;
+        NCCL_CHECK(ncclBroadcast(data + first, data + first, count, ncclFloat, r, comm,
+                                 gpu->stream),
+                   comm);
+    }
+    NCCL_CHECK(ncclGroupEnd(), comm);
+}
+
 } // namespace
 
 void gpu_backend_join(backend *be) {
@@ -86,6 +119,8 @@ void gpu_backend_join(backend *be) {
     be->all_reduce_sum = all_reduce_sum;
     be->all_reduce_start = all_reduce_start;
     be->all_reduce_finish = gpu_all_reduce_finish;
+    be->reduce_scatter_sum = reduce_scatter_sum;
+    be->all_gather = all_gather;
     be->all_reduce_name = nccl->name;
 }
 

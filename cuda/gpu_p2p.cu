@@ -81,13 +81,15 @@ void map_blocks(gpu_p2p *p, size_t n) {
     p->capacity = staging_floats;
 }
 
-p2p_all_reduce_args kernel_arguments(const gpu_p2p *p, float *data, size_t n) {
+p2p_all_reduce_args kernel_arguments(const gpu_p2p *p, float *data, size_t n,
+                                     p2p_pattern pattern) {
     p2p_all_reduce_args a{};
     a.data = data;
     a.n = n;
     a.rank = p->rank;
     a.ranks = p->ranks;
-    a.two_shot = p->ranks > 1 && n * sizeof(float) >= p->two_shot_from;
+    a.pattern = pattern;
+    a.chunk_floats = shard_begin(n, 1, pattern == P2P_ONE_SHOT ? 1 : p->ranks);
     for (int r = 0; r < p->ranks; r++) {
         char *base = static_cast<char *>(p->mapped[r]);
         a.flags[r] = reinterpret_cast<unsigned long long *>(base);
@@ -100,7 +102,15 @@ p2p_all_reduce_args kernel_arguments(const gpu_p2p *p, float *data, size_t n) {
     return a;
 }
 
-void all_reduce_sum(backend *be, float *data, size_t n) {
+/* The whole sum: one-shot below two_shot_from bytes, two-shot from there. */
+p2p_pattern all_reduce_pattern(const gpu_p2p *p, size_t n) {
+    return p->ranks > 1 && n * sizeof(float) >= p->two_shot_from ? P2P_TWO_SHOT : P2P_ONE_SHOT;
+}
+
+/* Queues a call of the kernel on the stream, in order after the stream's work and every sum
+ * started before. Buffers too small for n floats are made anew at a call not being recorded
+ * (the trainer's warm-up sums the whole gradient). */
+void queue_on_stream(backend *be, float *data, size_t n, p2p_pattern pattern) {
     gpu_state *gpu = gpu_of(be);
     gpu_p2p *p = gpu->p2p;
     gpu_join_output_sums(gpu); /* the gradients include the output layer's sums */
@@ -116,7 +126,19 @@ void all_reduce_sum(backend *be, float *data, size_t n) {
         CUDA_CHECK(cudaStreamSynchronize(gpu->stream));
         map_blocks(p, n);
     }
-    gpu_p2p_all_reduce(gpu->stream, kernel_arguments(p, data, n));
+    gpu_p2p_all_reduce(gpu->stream, kernel_arguments(p, data, n, pattern));
+}
+
+void all_reduce_sum(backend *be, float *data, size_t n) {
+    queue_on_stream(be, data, n, all_reduce_pattern(gpu_of(be)->p2p, n));
+}
+
+void reduce_scatter_sum(backend *be, float *data, size_t n) {
+    queue_on_stream(be, data, n, P2P_REDUCE_SCATTER);
+}
+
+void all_gather(backend *be, float *data, size_t n) {
+    queue_on_stream(be, data, n, P2P_ALL_GATHER);
 }
 
 /* The same on reduce_stream, beside the stream's work from here on: after the warm-up's call of
@@ -129,7 +151,7 @@ void all_reduce_start(backend *be, float *data, size_t n) {
                              "before its buffers were set up\n", n);
         std::exit(1);
     }
-    gpu_p2p_all_reduce(gpu_fork_reduce(gpu), kernel_arguments(p, data, n));
+    gpu_p2p_all_reduce(gpu_fork_reduce(gpu), kernel_arguments(p, data, n, all_reduce_pattern(p, n)));
     gpu_reduce_queued(gpu);
 }
 
@@ -184,6 +206,8 @@ void gpu_backend_join_p2p(backend *be) {
     be->all_reduce_sum = all_reduce_sum;
     be->all_reduce_start = all_reduce_start;
     be->all_reduce_finish = gpu_all_reduce_finish;
+    be->reduce_scatter_sum = reduce_scatter_sum;
+    be->all_gather = all_gather;
     be->all_reduce_name = p->name;
 }
 

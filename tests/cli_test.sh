@@ -67,6 +67,9 @@ expect 2 "--allreduce: unknown value 'ring'" -- "$mlp_train" --allreduce ring
 expect 2 '--allreduce-overlap chooses how GPU ranks sum.*MPI_Allreduce' -- \
     "$mlp_train" --device cpu --allreduce-overlap off
 expect 2 "--allreduce-overlap: unknown value 'maybe'" -- "$mlp_train" --allreduce-overlap maybe
+expect 2 "--sharded-update: unknown value 'yes'" -- "$mlp_train" --sharded-update yes
+expect 2 '--sharded-update on sums each rank.s shard after the backward pass' -- \
+    "$mlp_train" --device gpu --sharded-update on --allreduce-overlap on
 # time to accuracy: schedules, validation, target
 expect 2 "--schedule: unknown value 'linear'" -- "$mlp_train" --schedule linear
 expect 2 '--warmup wants an integer' -- "$mlp_train" --warmup -5

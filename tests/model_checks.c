@@ -223,6 +223,7 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
         .feed = run->feed,
         .record_steps = run->record_steps,
         .overlap_all_reduce_floats = run->overlap_all_reduce ? 1 : 0,
+        .shard_update = run->shard_update,
     };
     trainer *t = trainer_create(be, &shape, &train, &test, &config, initial, NULL, 0, 0);
     double initial_accuracy;
@@ -240,6 +241,7 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
     }
     out->pass_mode = trainer_pass_mode(t);
     out->all_reduces_early = trainer_all_reduces_early(t);
+    out->update_sharded = trainer_update_sharded(t);
     out->train_loss = result.train_loss;
     out->test_loss = result.test_loss;
     out->test_accuracy = result.test_accuracy;

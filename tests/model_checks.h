@@ -51,6 +51,7 @@ typedef struct {
     int samples;           /* training images; 0: steps batches, the last a partial one */
     bool regularized;      /* with weight decay and label smoothing (REGULARIZATION below) */
     bool overlap_all_reduce; /* among ranks: each layer's all-reduce started as it is complete */
+    bool shard_update;       /* among ranks: each rank sums and updates its shard (trainer.h) */
 } synthetic_run;
 
 typedef struct {
@@ -60,6 +61,7 @@ typedef struct {
     double test_accuracy;
     const char *pass_mode;    /* how the trainer ran the passes: "direct", "recorded", "whole" */
     int all_reduces_early;    /* a step's all-reduces started before its backward pass ended */
+    bool update_sharded;      /* the ranks shared the update out */
 } synthetic_result;
 
 /* The weight decay and label smoothing of a regularized synthetic run: large enough to change

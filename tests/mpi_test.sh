@@ -10,14 +10,16 @@
 #          stops calling the p2p all-reduce must end the job; skips (77) without a GPU
 #        mpi_test.sh training-gpu MLP_TRAIN DATA_DIR
 #          2 GPUs: mlp_train on MNIST, 2 epochs at batch 512, 2 ranks with --allreduce p2p and
-#          nccl: the same bits (on 2 ranks both sum a + b), within 0.2 points of one GPU;
+#          nccl: the same bits (on 2 ranks both sum a + b), within 0.2 points of one GPU; with
+#          --sharded-update on, each: the same bits again (checkpoints, optimizer state included);
 #          784-1024-1024-10 with --allreduce-overlap on and off: the same bits; a rank killed
 #          mid-run on the p2p path ends the job; skips (77) with fewer than 2 GPUs
 #        mpi_test.sh training MLP_TRAIN DATA_DIR
 #          mlp_train on MNIST, 2 epochs at batch 512: mpirun -np 1 gives the bits of a run
 #          without mpirun, 2 and 4 ranks a test accuracy within 0.2 points of it; --save on 4
-#          ranks writes one whole file; a batch that does not split, a rank that fails and a
-#          rank that is killed each end the job with a message
+#          ranks writes one whole file; 2 ranks with --sharded-update on save the bits of 2
+#          without (optimizer state included); a batch that does not split, a rank that fails
+#          and a rank that is killed each end the job with a message
 #        mpi_test.sh refusal MLP_TRAIN_WITHOUT_MPI DATA_DIR
 #          a build without MPI started as one of two ranks refuses to run
 set -u
@@ -100,6 +102,16 @@ training-gpu() {
     done
     cmp -s "$work/p2p.ckpt" "$work/nccl.ckpt" && echo "p2p and NCCL trained the same bits" ||
         fail "2 ranks: --allreduce p2p and nccl trained different bits"
+    for allreduce in p2p nccl; do
+        timeout 300 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np 2 "$mlp_train" "${run[@]}" --allreduce $allreduce \
+            --sharded-update on --save "$work/sharded_$allreduce.ckpt" >"$work/sharded.json" 2>"$work/err" ||
+            { fail "2 ranks, --allreduce $allreduce --sharded-update on: $(tail -3 "$work/err")"; continue; }
+        grep -q '"sharded_update": true' "$work/sharded.json" ||
+            fail "2 ranks, --allreduce $allreduce --sharded-update on: the report says the update was not sharded"
+        cmp -s "$work/p2p.ckpt" "$work/sharded_$allreduce.ckpt" &&
+            echo "--allreduce $allreduce --sharded-update on: the bits of the whole update" ||
+            fail "2 ranks: --allreduce $allreduce --sharded-update on trained other bits than the whole update"
+    done
     # 784-1024-1024-10: its top layers' gradients (4.2 MB) are summed beside layer 1's backward
     local overlap
     for overlap in on off; do
@@ -146,6 +158,17 @@ training() {
     done
     cmp -s "$work/alone.ckpt" "$work/1/model.ckpt" ||
         fail "mpirun -np 1 trained other bits than a run without mpirun"
+    # each rank sums and updates its shard: on 2 ranks the same sums (a + b), so the same bits
+    if timeout 300 "${launch[@]}" -np 2 "$mlp_train" "${run[@]}" --json --sharded-update on \
+        --save "$work/sharded.ckpt" >"$work/sharded.json" 2>"$work/err"; then
+        grep -q '"sharded_update": true' "$work/sharded.json" ||
+            fail "2 ranks, --sharded-update on: the report says the update was not sharded"
+        cmp -s "$work/2/model.ckpt" "$work/sharded.ckpt" &&
+            echo "2 ranks, --sharded-update on: the bits of the whole update" ||
+            fail "2 ranks: --sharded-update on trained other bits than the whole update"
+    else
+        fail "2 ranks, --sharded-update on: $(tail -3 "$work/err")"
+    fi
 
     # --eval on 3 ranks at the default batch (64, which 3 does not divide): the test pass shares
     # its rows unevenly, and gives the accuracy of one process

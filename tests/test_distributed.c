@@ -6,15 +6,18 @@
  * the GPU each with steps queued directly and recorded as CUDA graphs, the all-reduce inside).
  * With one rank they must agree to the bit, and every rank must hold the same bits as rank 0.
  * Where the backend can start each layer's all-reduce in the backward pass (the GPU's), doing so
- * must give the bits of the whole gradient's all-reduce after it.
+ * must give the bits of the whole gradient's all-reduce after it; a sharded update (each rank
+ * sums and updates its shard, then the shards are gathered) must give the bits of the whole
+ * update where the sums' order is the same (check_sharded).
  * On the GPU this runs with each all-reduce (the p2p one where the GPUs can read each other's
- * memory, NCCL's where built), and the two all-reduces are compared on their own: on sizes from
- * 1 float to past the two-shot threshold, queued and recorded (replayed with new data), each must
- * give the float sum in rank order of every rank's data (p2p: to the bit; NCCL: to the bit on 2
- * ranks, where the order does not matter, within float summation error on more).
+ * memory, NCCL's where built), and the two all-reduces, and their reduce-scatters and
+ * all-gathers, are compared on their own: on sizes from 1 float to past the two-shot threshold,
+ * queued and recorded (replayed with new data), each must give the float sum in rank order of
+ * every rank's data (p2p: to the bit; NCCL: to the bit on 2 ranks, where the order does not
+ * matter, within float summation error on more), or every rank's shard.
  *
  * Usage: test_distributed [cpu|gpu]   (gpu: one GPU per rank; exits 77 without a GPU)
- *        test_distributed allreduce   the GPU all-reduces against each other only (for
+ *        test_distributed allreduce   the GPU all-reduces and their halves alone (for
  *                                     compute-sanitizer: no training)
  *        test_distributed exit RANK   that rank exits with status 1 while the others wait in an
  *                                     all-reduce: distributed.c's exit hook must end the job
@@ -49,6 +52,8 @@ typedef struct {
     const char *device, *impl;
     bool record_steps;
     bool overlap_all_reduce; /* each layer's all-reduce started in the backward pass */
+    bool shard_update;       /* each rank sums and updates its shard, then the shards gather */
+    bool regularized;        /* with weight decay and label smoothing */
     optimizer_kind optimizer;
     int samples; /* BATCH: one step; else steps with a short last batch */
     uint64_t seed;
@@ -60,7 +65,8 @@ static float *train(backend *be, const case_spec *c, size_t *count, int epochs,
                     synthetic_result *result) {
     synthetic_run run = {.optimizer = c->optimizer, .batch = BATCH, .seed = c->seed, .hidden = 32,
                          .record_steps = c->record_steps, .samples = c->samples, .epochs = epochs,
-                         .overlap_all_reduce = c->overlap_all_reduce};
+                         .overlap_all_reduce = c->overlap_all_reduce,
+                         .shard_update = c->shard_update, .regularized = c->regularized};
     synthetic_result ignored;
     return train_synthetic(be, &run, count, result ? result : &ignored);
 }
@@ -68,7 +74,7 @@ static float *train(backend *be, const case_spec *c, size_t *count, int epochs,
 /* Agreeing with one rank is not enough (a trainer that learns nothing agrees too): the ranks
  * together must learn, over 3 epochs of 20 batches, what one rank alone learns. */
 static void check_learns(backend *joined, const char *device, const char *impl, uint64_t seed) {
-    case_spec c = {device, impl, false, false, OPTIMIZER_SGD, 20 * BATCH, seed};
+    case_spec c = {device, impl, false, false, false, false, OPTIMIZER_SGD, 20 * BATCH, seed};
     synthetic_result result;
     size_t n;
     free(train(joined, &c, &n, 3, &result));
@@ -134,6 +140,31 @@ static double nearest_alone(const case_spec *c, const float *shared, const float
     return nearest;
 }
 
+/* The update shared out among the ranks (each sums and updates its shard, then they gather the
+ * shards) against every rank updating all of it (whole): each element is summed over the same
+ * ranks, so the bits are the same where the order of the sum is: on 2 ranks or fewer
+ * (a + b = b + a), and always with the p2p all-reduce (rank order). Elsewhere MPI's or NCCL's
+ * reduce-scatter may add in another order than its all-reduce. */
+static void check_sharded(backend *joined, const case_spec *c, const float *whole, size_t n,
+                          const char *what) {
+    int rank = distributed_rank(), ranks = distributed_ranks();
+    case_spec sharded = *c;
+    sharded.shard_update = true;
+    synthetic_result result;
+    size_t m;
+    float *params = train(joined, &sharded, &m, 0, &result);
+    CHECK(result.update_sharded, "rank %d of %d, %s: the update was not sharded", rank, ranks, what);
+    bool same_order = ranks <= 2 || strstr(joined->all_reduce_name, "p2p") != NULL;
+    double difference = m == n ? relative_difference(params, whole, n) : INFINITY;
+    CHECK(m == n && (same_order ? difference == 0.0 : difference <= bound_for(c)),
+          "rank %d of %d, %s%s: the sharded update's parameters differ from the whole update's by "
+          "%.3g (%s)", rank, ranks, what, c->regularized ? ", regularized" : "", difference,
+          same_order ? "the same order of sums: they must be the same bits" : "bound_for");
+    CHECK(same_as_rank_0(params, n), "rank %d of %d, %s, sharded: not the bits of rank 0", rank,
+          ranks, what);
+    free(params);
+}
+
 /* alone: a backend of this process only; joined: one of the ranks. */
 static void check_case(backend *alone, backend *joined, const case_spec *c) {
     int rank = distributed_rank(), ranks = distributed_ranks();
@@ -167,6 +198,15 @@ static void check_case(backend *alone, backend *joined, const case_spec *c) {
         free(each_layer);
     }
 
+    if (joined->reduce_scatter_sum) {
+        check_sharded(joined, c, shared, n, what);
+        case_spec regularized = *c;
+        regularized.regularized = true;
+        float *whole = train(joined, &regularized, &m, 0, NULL);
+        check_sharded(joined, &regularized, whole, m, what);
+        free(whole);
+    }
+
     if (rank == 0) printf("%d ranks, %s: relative difference %.3g\n", ranks, what, difference);
     free(reference);
     free(shared);
@@ -183,8 +223,8 @@ static void check_implementation(const char *device, const char *impl, uint64_t 
         for (int kind = OPTIMIZER_SGD; kind <= OPTIMIZER_ADAM; kind++)
             for (int s = 0; s < 3; s++)
                 check_case(alone, joined,
-                           &(case_spec){device, impl, recorded, false, (optimizer_kind)kind,
-                                        samples[s], seed + s});
+                           &(case_spec){device, impl, recorded, false, false, false,
+                                        (optimizer_kind)kind, samples[s], seed + s});
     check_learns(joined, device, impl, seed);
     alone->destroy(alone);
     joined->destroy(joined);
@@ -196,64 +236,105 @@ static void fill(float *x, size_t n, uint64_t seed, int rank, int rep) {
     for (size_t i = 0; i < n; i++) x[i] = rng_uniform_range(&r, -1.0f, 1.0f);
 }
 
-/* What an all-reduce must give: the float sum in rank order (exact), and in double (its bound). */
-static void expected_sum(float *sum, double *exact, size_t n, uint64_t seed, int rep) {
+/* The collectives a GPU rank's backend runs: the all-reduce, and its two halves for a sharded
+ * update. */
+typedef enum { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, COLLECTIVES } collective;
+static const char *const collective_names[] = {"all-reduce", "reduce-scatter", "all-gather"};
+
+static void queue_collective(backend *be, collective c, float *device, size_t n) {
+    if (c == ALL_REDUCE) be->all_reduce_sum(be, device, n);
+    else if (c == REDUCE_SCATTER) be->reduce_scatter_sum(be, device, n);
+    else be->all_gather(be, device, n);
+}
+
+/* Rank r's first element of its shard of n floats (r = ranks: n). */
+static size_t shard_first(size_t n, int rank) { return shard_begin(n, rank, distributed_ranks()); }
+
+/* This rank's data before collective c: every element filled, but for an all-gather only its
+ * shard, the rest NaN (what it receives). */
+static void fill_before(float *x, size_t n, collective c, uint64_t seed, int rep) {
+    int rank = distributed_rank();
+    fill(x, n, seed, rank, rep);
+    if (c != ALL_GATHER) return;
+    for (size_t i = 0; i < n; i++)
+        if (i < shard_first(n, rank) || i >= shard_first(n, rank + 1)) x[i] = NAN;
+}
+
+/* What collective c must give in [*lo, *hi) (the rest is left as it may be): the all-reduce and
+ * this rank's shard of the reduce-scatter the float sum in rank order (want) and in double
+ * (exact, for its bound); the all-gather every rank's shard of its data. */
+static void expected(float *want, double *exact, size_t n, collective c, uint64_t seed, int rep,
+                     size_t *lo, size_t *hi) {
+    int rank = distributed_rank();
+    *lo = c == REDUCE_SCATTER ? shard_first(n, rank) : 0;
+    *hi = c == REDUCE_SCATTER ? shard_first(n, rank + 1) : n;
     float *x = malloc(n * sizeof(float));
     for (int r = 0; r < distributed_ranks(); r++) {
         fill(x, n, seed, r, rep);
         for (size_t i = 0; i < n; i++) {
-            sum[i] = r == 0 ? x[i] : sum[i] + x[i];
+            bool owner = i >= shard_first(n, r) && i < shard_first(n, r + 1);
+            if (c == ALL_GATHER) {
+                if (owner) want[i] = x[i], exact[i] = x[i];
+                continue;
+            }
+            want[i] = r == 0 ? x[i] : want[i] + x[i];
             exact[i] = r == 0 ? x[i] : exact[i] + x[i];
         }
     }
     free(x);
 }
 
-/* The all-reduce of be on n floats, queued (rep 0) or replayed from a recording (reps 1..3),
- * against the sum in rank order. */
-static void check_all_reduce_of(backend *be, size_t n, uint64_t seed, bool exact_order) {
+/* Collective c of be on n floats, queued (rep 0) or replayed from a recording (reps 1..3), with
+ * new data each time, against what it must give. */
+static void check_collective(backend *be, collective c, size_t n, uint64_t seed, bool exact_order) {
     float *device = be->alloc(be, n * sizeof(float));
     float *x = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
     double *exact = malloc(n * sizeof(double));
     recording *recorded = NULL;
+    const char *name = collective_names[c];
     for (int rep = 0; rep < 4; rep++) {
-        fill(x, n, seed, distributed_rank(), rep);
+        fill_before(x, n, c, seed, rep);
         be->upload(be, device, x, n * sizeof(float));
         if (rep == 0) {
-            be->all_reduce_sum(be, device, n);
+            queue_collective(be, c, device, n);
         } else {
             if (!recorded) {
                 be->record_begin(be);
-                be->all_reduce_sum(be, device, n);
+                queue_collective(be, c, device, n);
                 recorded = be->record_end(be);
             }
             be->replay(be, recorded);
         }
         for (size_t i = 0; i < n; i++) x[i] = NAN;
         be->download(be, x, device, n * sizeof(float));
-        expected_sum(want, exact, n, seed, rep);
+        size_t lo, hi;
+        expected(want, exact, n, c, seed, rep, &lo, &hi);
         size_t differing = 0, first = n;
         double worst = 0.0;
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = lo; i < hi; i++) {
             if (memcmp(&x[i], &want[i], sizeof(float)) != 0 && differing++ == 0) first = i;
             double error = fabs(x[i] - exact[i]) / (fabs(exact[i]) + 1e-3);
             if (!(error <= worst)) worst = error; /* NaN too */
         }
         const char *how = rep == 0 ? "queued" : "replayed";
-        if (exact_order)
+        if (exact_order || c == ALL_GATHER)
             CHECK(differing == 0,
-                  "rank %d of %d, %s, %zu floats, %s: %zu differ from the sum in rank order, the "
+                  "rank %d of %d, %s's %s, %zu floats, %s: %zu of [%zu, %zu) differ from %s, the "
                   "first at %zu (%.9g, wanted %.9g)",
-                  distributed_rank(), distributed_ranks(), be->all_reduce_name, n, how, differing,
+                  distributed_rank(), distributed_ranks(), be->all_reduce_name, name, n, how,
+                  differing, lo, hi, c == ALL_GATHER ? "the ranks' shards" : "the sum in rank order",
                   first, first < n ? x[first] : 0.0, first < n ? want[first] : 0.0);
         /* the sum of R floats of magnitude up to 1, in float: error up to R units of 2^-24 */
         double bound = distributed_ranks() * 6e-8 * 4;
-        CHECK(worst <= bound, "rank %d of %d, %s, %zu floats, %s: error %.3g over %.1e",
-              distributed_rank(), distributed_ranks(), be->all_reduce_name, n, how, worst, bound);
+        CHECK(worst <= bound, "rank %d of %d, %s's %s, %zu floats, %s: error %.3g over %.1e",
+              distributed_rank(), distributed_ranks(), be->all_reduce_name, name, n, how, worst,
+              bound);
     }
     if (distributed_rank() == 0)
-        printf("%d ranks, %s, %zu floats: queued and 3 replays match the sum in rank order%s\n",
-               distributed_ranks(), be->all_reduce_name, n, exact_order ? ", bit for bit" : "");
+        printf("%d ranks, %s's %s, %zu floats: queued and 3 replays give %s%s\n",
+               distributed_ranks(), be->all_reduce_name, name, n,
+               c == ALL_GATHER ? "every rank's shard" : "the sum in rank order",
+               exact_order || c == ALL_GATHER ? ", bit for bit" : "");
     be->recording_destroy(be, recorded);
     be->release(be, device);
     free(x);
@@ -261,8 +342,9 @@ static void check_all_reduce_of(backend *be, size_t n, uint64_t seed, bool exact
     free(exact);
 }
 
-/* Each GPU all-reduce on odd sizes, largest first (the p2p one sizes its buffers at its first
- * call): one float, past the vector width, a gradient's size, past the two-shot threshold. */
+/* Each GPU all-reduce, and its halves, on odd sizes, largest first (the p2p one sizes its buffers
+ * at its first call): one float, past the vector width, a gradient's size, past the two-shot
+ * threshold. */
 static void check_all_reduces(uint64_t seed) {
     const size_t sizes[] = {1000003, 262147, 203530, 1001, 17, 2, 1};
     for (int c = ALLREDUCE_NCCL; c <= ALLREDUCE_P2P; c++) {
@@ -279,7 +361,8 @@ static void check_all_reduces(uint64_t seed) {
         /* NCCL's order is its own: the same as rank order on 2 ranks, where a + b == b + a */
         bool exact_order = c == ALLREDUCE_P2P || distributed_ranks() <= 2;
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
-            check_all_reduce_of(be, sizes[i], seed + i, exact_order);
+            for (int k = ALL_REDUCE; k < COLLECTIVES; k++)
+                check_collective(be, (collective)k, sizes[i], seed + i, exact_order);
         be->destroy(be);
     }
 }

@@ -53,15 +53,18 @@
 #             as tables (mpi_cpu.md); then the single-GPU NCCL proof: test_distributed gpu on one
 #             rank, and mpirun -np 1 --device gpu (NCCL all-reduce in every step, in the CUDA
 #             graph) against the same run without mpirun, every GPU implementation (mpi_gpu.md)
-#   multigpu  (2 GPUs or more) test_distributed gpu on 1 and 2 ranks (parameters against one
-#             GPU's, with the p2p all-reduce and NCCL's; the two all-reduces against each other;
-#             a stalled rank) and mpi_test.sh training-gpu (p2p and NCCL train the same bits; a
-#             killed rank); then one GPU and 2 ranks with --allreduce nccl and p2p, every GPU
-#             implementation at global batch 512, 2048 and 8192, 2 epochs, and with --profile for
-#             the all-reduce's time (multigpu_epochs.md, multigpu_allreduce.md), and tiled on
-#             784-1024-1024-10 with --allreduce-overlap on and off; each run's test
-#             accuracy within 0.2 points of one GPU's; the p2p stage; compute-sanitizer memcheck on
-#             2-rank runs of each all-reduce, racecheck on p2p. NCCL_NVLS_ENABLE=0 throughout
+#   multigpu  (2 GPUs or more) multigputest, multigpuspeed and p2p
+#   multigputest  (2 GPUs) test_distributed gpu on 1 and 2 ranks (parameters against one GPU's,
+#             with the p2p all-reduce and NCCL's, whole and sharded updates; the all-reduces and
+#             their halves against each other; a stalled rank) and mpi_test.sh training-gpu (p2p
+#             and NCCL, whole and sharded, train the same bits; a killed rank); compute-sanitizer
+#             memcheck on 2-rank runs of each all-reduce and of the sharded update, racecheck and
+#             memcheck on the all-reduces alone. NCCL_NVLS_ENABLE=0 throughout
+#   multigpuspeed  (2 GPUs) tiled and blas on 784-256-10, and tiled on 784-1024-1024-10, at global
+#             batch 512, 2048 and 8192, 6 epochs: one GPU (and at half the batch: the bound), 2
+#             ranks with each all-reduce, whole, overlapped (784-1024-1024-10) and sharded, and
+#             with --profile for the all-reduce's time; each run's test accuracy within 0.2
+#             points of one GPU's (multigpu.md: tools/tables/multigpu_table.py)
 #   plans     the pipelined GEMM's layer-1 products (batch 16 to 2048) with each tile and
 #             split-K count forced (mlp_bench --plan) against its own choice (plans.md)
 #   p2p       (2 GPUs; also run by multigpu) tiled on 2 ranks at batch 512, 2048 and 8192: the
@@ -532,7 +535,7 @@ mpirun_command=(mpirun)
 scaling_run() {
     local name=$1
     shift
-    "$@" --data "$data" --epochs 2 --json --quiet >"$out/$name.json" 2>"$out/$name.err" && return 0
+    "$@" --data "$data" --epochs "${EPOCHS:-2}" --json --quiet >"$out/$name.json" 2>"$out/$name.err" && return 0
     echo "FAILED: $*: $(grep -m 1 '^mlp_train: ' "$out/$name.err" || tail -1 "$out/$name.err")"
     rm -f "$out/$name.json"
     return 1
@@ -609,71 +612,48 @@ stage_mpi() {
     return $status
 }
 
-stage_multigpu() ( # a subshell: its environment stays its own
-    local gpus status=0 impl batch allreduce s
-    gpus=$(nvidia-smi -L | wc -l)
-    [ "$gpus" -ge 2 ] || { echo "multigpu: $gpus GPU found; this stage needs 2"; return 1; }
-    command -v mpirun >/dev/null || { echo "multigpu: no mpirun"; return 1; }
-    export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=0,1
-    rm -f "$out"/multigpu_*.json
-    # the parameters on 1 and 2 GPUs against one lone GPU's, queued and recorded steps, with each
-    # all-reduce; the all-reduces against each other; a rank that stalls the p2p all-reduce
-    tests/mpi_test.sh parameters-gpu "$build/test_distributed" >"$out/multigpu_parameters.log" 2>&1 || status=1
-    grep -E '^2 ranks.*(one step|floats)|FAIL|passed|ends in' "$out/multigpu_parameters.log" | head -30
-    # p2p and NCCL train the same bits; a killed rank ends a p2p job
-    tests/mpi_test.sh training-gpu "$mlp" "$data" 2>&1 | tee "$out/multigpu_training.log" | tail -6
-    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-    for impl in tiled blas fused naive; do
-        for batch in 512 2048 8192; do
-            scaling_run "multigpu_${impl}_${batch}_alone" "$mlp" --device gpu --impl $impl --batch $batch || status=1
-            # one GPU at half the batch: twice a rank's steps, each as much work as a rank's
-            scaling_run "multigpu_half_${impl}_$((batch / 2))_alone" "$mlp" --device gpu --impl $impl \
-                --batch $((batch / 2)) || status=1
-            for allreduce in nccl p2p; do
-                scaling_run "multigpu_${impl}_${batch}_2_$allreduce" "${mpirun_command[@]}" -np 2 \
-                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch --allreduce $allreduce || status=1
-                [ $impl = naive ] && continue
-                scaling_run "multigpu_${impl}_${batch}_2_${allreduce}_profile" "${mpirun_command[@]}" -np 2 \
-                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl $impl --batch $batch --allreduce $allreduce --profile || status=1
-            done
-        done
-    done
-    # 784-1024-1024-10, whose top layers' gradients (4.2 MB) are summed beside layer 1's backward
-    # (--allreduce-overlap on, the default) or after it
-    for batch in 512 2048 8192; do
-        scaling_run "multigpu_deep_tiled_${batch}_alone" "$mlp" --device gpu --impl tiled --hidden 1024,1024 \
-            --batch $batch || status=1
-        for allreduce in nccl p2p; do
-            for overlap in on off; do
-                scaling_run "multigpu_deep_tiled_${batch}_2_${allreduce}_$overlap" "${mpirun_command[@]}" -np 2 \
-                    -x NCCL_NVLS_ENABLE "$mlp" --device gpu --impl tiled --hidden 1024,1024 --batch $batch \
-                    --allreduce $allreduce --allreduce-overlap $overlap || status=1
-            done
-        done
-    done
-    # shellcheck disable=SC2046
-    # correctness: each run's test accuracy within 0.2 points of one GPU's, same seed
-    ACCURACY_WITHIN=0.2 scaling_table "epoch times: without --profile" "$out/multigpu_epochs.md" \
-        $(ls "$out"/multigpu_*.json | grep -v -e _profile -e _half_) || status=1
-    scaling_table "one GPU at half the batch (a rank's steps: 2 ranks cannot beat half its epoch)" \
-        "$out/multigpu_half.md" "$out"/multigpu_half_*.json || status=1
-    scaling_table "the all-reduce's time: with --profile (the step in three CUDA graphs)" \
-        "$out/multigpu_allreduce.md" "$out"/multigpu_*_profile.json || status=1
+stage_multigpu() { # 2 GPUs: the tests, then the measurements, then the all-reduce alone
+    local status=0
+    stage_multigputest || status=1
+    stage_multigpuspeed || status=1
     stage_p2p || status=1
+    return $status
+}
+
+two_gpus() {
+    local gpus
+    gpus=$(nvidia-smi -L | wc -l)
+    [ "$gpus" -ge 2 ] || { echo "$1: $gpus GPU found; this stage needs 2"; return 1; }
+    command -v mpirun >/dev/null || { echo "$1: no mpirun"; return 1; }
+}
+
+stage_multigputest() ( # a subshell: its environment stays its own
+    local status=0 allreduce tool s
+    two_gpus multigputest || return 1
+    export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=0,1
+    # the parameters on 1 and 2 GPUs against one lone GPU's, queued and recorded steps, with each
+    # all-reduce, whole and sharded; the all-reduces and their halves against each other; a rank
+    # that stalls the p2p all-reduce
+    tests/mpi_test.sh parameters-gpu "$build/test_distributed" >"$out/multigpu_parameters.log" 2>&1 || status=1
+    grep -E '^2 ranks.*(one step|floats)|FAIL|passed|ends in' "$out/multigpu_parameters.log" | head -40
+    # p2p and NCCL, whole and sharded, train the same bits; a killed rank ends a p2p job
+    tests/mpi_test.sh training-gpu "$mlp" "$data" 2>&1 | tee "$out/multigpu_training.log" | tail -8
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     # API errors are not reported: NCCL's set-up asks for the attributes of kernels it has no
     # image for on this GPU and carries on (4 cudaErrorNoKernelImageForDevice a rank, inside
     # ncclCommInitRank); mlp_train checks every CUDA call it makes itself and stops on a failure.
-    for allreduce in nccl p2p; do
+    for allreduce in nccl p2p "p2p --sharded-update on"; do
+        # shellcheck disable=SC2086
         "${mpirun_command[@]}" -np 2 -x NCCL_NVLS_ENABLE compute-sanitizer --tool memcheck --error-exitcode 99 \
             --report-api-errors no "$mlp" --device gpu --impl tiled --data "$data" --epochs 1 --batch 1000 \
-            --quiet --allreduce $allreduce >"$out/multigpu_sanitize_$allreduce.log" 2>&1
+            --quiet --allreduce $allreduce >"$out/multigpu_sanitize_${allreduce// /_}.log" 2>&1
         s=$?
-        echo "compute-sanitizer memcheck, mpirun -np 2 --impl tiled --allreduce $allreduce: exit $s; $(grep 'ERROR SUMMARY' "$out/multigpu_sanitize_$allreduce.log" | sort | uniq -c | tr '\n' ' ')"
+        echo "compute-sanitizer memcheck, mpirun -np 2 --impl tiled --allreduce $allreduce: exit $s; $(grep 'ERROR SUMMARY' "$out/multigpu_sanitize_${allreduce// /_}.log" | sort | uniq -c | tr '\n' ' ')"
         [ $s -eq 0 ] || status=1
     done
-    # the all-reduces alone (test_distributed allreduce: no training kernels, which the
-    # sanitize stage covers), racecheck and memcheck; waits without a timeout (sanitized
-    # kernels run far slower on one rank than on the other)
+    # the all-reduces and their halves alone (test_distributed allreduce: no training kernels,
+    # which the sanitize stage covers), racecheck and memcheck; waits without a timeout
+    # (sanitized kernels run far slower on one rank than on the other)
     for tool in racecheck memcheck; do
         "${mpirun_command[@]}" -np 2 -x NCCL_NVLS_ENABLE -x MLP_P2P_TIMEOUT_S=0 compute-sanitizer --tool $tool \
             --error-exitcode 99 --report-api-errors no "$build/test_distributed" allreduce \
@@ -682,6 +662,57 @@ stage_multigpu() ( # a subshell: its environment stays its own
         echo "compute-sanitizer $tool, mpirun -np 2 test_distributed allreduce: exit $s; $(grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$out/multigpu_${tool}_allreduce.log" | sort | uniq -c | tr '\n' ' ')"
         [ $s -eq 0 ] || status=1
     done
+    return $status
+)
+
+# multigpu_runs NAME ARGS...: one GPU at the batch and at half of it, then 2 ranks with each
+# all-reduce, summed whole after the backward pass, overlapped with it (where OVERLAP is set: a
+# model whose top layers reach the threshold) and sharded, and --profile runs for the
+# all-reduce's time alone; ARGS end with --batch B
+multigpu_runs() {
+    local name=$1 batch=${*: -1} allreduce variant status=0
+    shift
+    local args=("${@:1:$#-1}")
+    scaling_run "multigpu_${name}_alone" "$mlp" "${args[@]}" "$batch" || status=1
+    scaling_run "multigpu_half_${name}" "$mlp" "${args[@]}" $((batch / 2)) || status=1
+    for allreduce in nccl p2p; do
+        for variant in whole ${OVERLAP:+overlapped} sharded; do
+            local extra=(--allreduce-overlap off)
+            [ "$variant" = overlapped ] && extra=(--allreduce-overlap on)
+            [ "$variant" = sharded ] && extra=(--allreduce-overlap off --sharded-update on)
+            scaling_run "multigpu_${name}_2_${allreduce}_$variant" "${mpirun_command[@]}" -np 2 -x NCCL_NVLS_ENABLE \
+                "$mlp" "${args[@]}" "$batch" --allreduce $allreduce "${extra[@]}" || status=1
+        done
+        for variant in whole sharded; do
+            [ "$allreduce/$variant" = nccl/sharded ] && continue
+            local extra=()
+            [ "$variant" = sharded ] && extra=(--sharded-update on)
+            scaling_run "multigpu_profile_${name}_2_${allreduce}_$variant" "${mpirun_command[@]}" -np 2 \
+                -x NCCL_NVLS_ENABLE "$mlp" "${args[@]}" "$batch" --allreduce $allreduce "${extra[@]}" --profile || status=1
+        done
+    done
+    return $status
+}
+
+stage_multigpuspeed() ( # a subshell: its environment stays its own
+    local status=0 impl batch
+    two_gpus multigpuspeed || return 1
+    export NCCL_NVLS_ENABLE=0 CUDA_VISIBLE_DEVICES=0,1 EPOCHS=6
+    rm -f "$out"/multigpu_*.json
+    for batch in 512 2048 8192; do
+        for impl in tiled blas; do
+            multigpu_runs "${impl}_$batch" --device gpu --impl $impl --batch $batch || status=1
+        done
+        # 784-1024-1024-10, whose top layers' gradients (4.2 MB) can be summed beside layer 1's
+        # backward pass
+        OVERLAP=1 multigpu_runs "deep_$batch" --device gpu --impl tiled --hidden 1024,1024 --batch $batch || status=1
+    done
+    # shellcheck disable=SC2046
+    python3 tools/tables/multigpu_table.py --accuracy-within 0.2 \
+        --title "one GPU against two ($(head -1 "$out/gpu.txt" | cut -d, -f1)), median epoch of $EPOCHS" \
+        --half $(ls "$out"/multigpu_half_*.json) -- \
+        $(ls "$out"/multigpu_*.json | grep -v _half_) | tee "$out/multigpu.md"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     return $status
 )
 

@@ -104,8 +104,12 @@ void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows
  * waited for in *failure (host memory) and returns. One-shot: every rank reads all of every
  * peer's data (one barrier). Two-shot: rank r sums chunk r of every rank (reduce-scatter), then
  * copies the other ranks' summed chunks (all-gather): half the traffic of one-shot on 2 ranks,
- * one barrier more. Every element is summed in rank order, once, so every rank holds its bits. */
+ * one barrier more. Every element is summed in rank order, once, so every rank holds its bits.
+ * Chunk r is rank r's shard (backend.h's shard_begin). The two halves of two-shot also run on
+ * their own, one barrier each, for a sharded update (backend.h's reduce_scatter_sum, all_gather):
+ * reduce-scatter leaves the other chunks of data as they were. */
 constexpr int P2P_MAX_RANKS = 8;
+typedef enum { P2P_ONE_SHOT, P2P_TWO_SHOT, P2P_REDUCE_SCATTER, P2P_ALL_GATHER } p2p_pattern;
 constexpr int P2P_BLOCKS = 64;
 typedef struct {
     int failed;          /* 0 until a wait times out */
@@ -116,7 +120,8 @@ typedef struct {
     float *data;
     size_t n;
     int rank, ranks;
-    bool two_shot;
+    p2p_pattern pattern;
+    size_t chunk_floats; /* chunk k: [k, k + 1) · chunk_floats ∩ [0, n); shard_begin(n, 1, chunks) */
     const float *staging[P2P_MAX_RANKS][2]; /* every rank's (this one's own included) */
     unsigned long long *flags[P2P_MAX_RANKS];
     unsigned long long *generation; /* this rank's calls so far, one count per block */

@@ -1,13 +1,18 @@
 /* The hand-written all-reduce of GPUs that read each other's memory (gpu_kernels.h has the
- * contract; cuda/gpu_p2p.cu sets it up). One launch of P2P_BLOCKS blocks; block b of every rank
- * handles the same elements and meets block b of the other ranks at each barrier, so no block
- * waits for the whole grid. The data move in 16-byte units (4 floats) where the buffer allows.
+ * contract; cuda/gpu_p2p.cu sets it up), and its two halves. One launch of P2P_BLOCKS blocks;
+ * block b of every rank handles the same elements and meets block b of the other ranks at each
+ * barrier, so no block waits for the whole grid. The data move in 16-byte units (4 floats) where
+ * the buffer allows.
  *
- * Per call, with g the call's number (the same on every block and rank) and s = staging[g % 2]:
- *   one-shot:  s_mine = data;  barrier 2g;    data = sum over ranks k of s_k
- *   two-shot:  s_mine = data, but for chunk r (this rank's);  barrier 2g;
- *              chunk r of data (and of s_mine) = sum over ranks k of chunk r of s_k (own: data);
- *              barrier 2g+1;  chunk k of data = chunk k of s_k, for every other rank k
+ * Per call, with g the call's number (the same on every block and rank), s = staging[g % 2] and
+ * chunk k rank k's shard:
+ *   one-shot:        s_mine = data;  barrier 2g;    data = sum over ranks k of s_k
+ *   two-shot:        s_mine = data, but for chunk r (this rank's);  barrier 2g;
+ *                    chunk r of data (and of s_mine) = sum over ranks k of chunk r of s_k;
+ *                    barrier 2g+1;  chunk k of data = chunk k of s_k, for every other rank k
+ *   reduce-scatter:  two-shot to its sum of chunk r, into data alone
+ *   all-gather:      chunk r of s_mine = chunk r of data;  barrier 2g;
+ *                    chunk k of data = chunk k of s_k, for every other rank k
  * The rank's own contribution is read from data, the others' from their staging, in rank order.
  *
  * Why two staging buffers: a peer may still be reading s_mine when this rank's next call starts
@@ -58,30 +63,23 @@ __device__ bool barrier(const p2p_all_reduce_args &a, unsigned long long mark) {
     return !__syncthreads_or(timed_out);
 }
 
-/* The elements of the data in units of WIDTH floats (the last unit possibly short), cut into
- * `chunks` chunks, each cut into P2P_BLOCKS slices; [begin, end) is this block's slice of
- * chunk k, in units. */
-template <int WIDTH> struct slicing {
-    size_t n, units, per_chunk, per_slice;
-
-    __device__ slicing(size_t n_, int chunks) : n(n_) {
-        units = (n + WIDTH - 1) / WIDTH;
-        per_chunk = (units + chunks - 1) / chunks;
-        per_slice = (per_chunk + P2P_BLOCKS - 1) / P2P_BLOCKS;
-    }
-    __device__ size_t begin(int k) const {
-        size_t b = k * per_chunk + blockIdx.x * per_slice;
-        return b < end_of_chunk(k) ? b : end_of_chunk(k);
-    }
-    __device__ size_t end(int k) const {
-        size_t e = k * per_chunk + (blockIdx.x + 1) * per_slice;
-        return e < end_of_chunk(k) ? e : end_of_chunk(k);
-    }
-    __device__ size_t end_of_chunk(int k) const {
-        size_t e = (k + 1) * per_chunk;
-        return e < units ? e : units;
-    }
+/* This block's part of chunk k of n floats, the chunk being cut into units of WIDTH floats (the
+ * last unit possibly short) and those into P2P_BLOCKS slices: units [begin, end), unit u being
+ * the floats from first + u·WIDTH. A chunk starts on a multiple of 4 floats, so 4-float units
+ * stay aligned. */
+struct slice {
+    size_t first, begin, end;
 };
+
+template <int WIDTH> __device__ slice slice_of(const p2p_all_reduce_args &a, int k) {
+    size_t first = k * a.chunk_floats, last = first + a.chunk_floats;
+    first = first < a.n ? first : a.n;
+    last = last < a.n ? last : a.n;
+    size_t units = (last - first + WIDTH - 1) / WIDTH;
+    size_t per_slice = (units + P2P_BLOCKS - 1) / P2P_BLOCKS;
+    size_t begin = blockIdx.x * per_slice, end = begin + per_slice;
+    return slice{first, begin < units ? begin : units, end < units ? end : units};
+}
 
 /* A unit of WIDTH floats at float offset i: whole (vector load and store) or, the last unit,
  * float by float up to n. */
@@ -116,52 +114,56 @@ template <int WIDTH> struct unit {
     }
 };
 
-/* dst[units of chunk k's slice] = src[same] */
+/* dst[the slice's floats] = src[same] */
 template <int WIDTH>
-__device__ void copy_slice(const slicing<WIDTH> &s, int k, const float *src, bool from_peer,
-                           float *dst) {
-    for (size_t u = s.begin(k) + threadIdx.x; u < s.end(k); u += THREADS) {
-        size_t i = u * WIDTH;
-        unit<WIDTH>::load(src, i, s.n, from_peer).store(dst, i, s.n);
+__device__ void copy_slice(const slice &s, size_t n, const float *src, bool from_peer, float *dst) {
+    for (size_t u = s.begin + threadIdx.x; u < s.end; u += THREADS) {
+        size_t i = s.first + u * WIDTH;
+        unit<WIDTH>::load(src, i, n, from_peer).store(dst, i, n);
     }
 }
 
-/* data[chunk k's slice] = sum over ranks, in rank order (own from data); also into mine if not
- * NULL (two-shot: the summed chunk the peers will copy). */
+/* data[the slice's floats] = sum over ranks, in rank order (own from data); also into mine if
+ * not NULL (two-shot: the summed chunk the peers will copy). */
 template <int WIDTH>
-__device__ void sum_slice(const p2p_all_reduce_args &a, const slicing<WIDTH> &s, int k, int parity,
-                          float *mine) {
-    for (size_t u = s.begin(k) + threadIdx.x; u < s.end(k); u += THREADS) {
-        size_t i = u * WIDTH;
-        unit<WIDTH> total = unit<WIDTH>::load(a.rank == 0 ? a.data : a.staging[0][parity], i, s.n,
+__device__ void sum_slice(const p2p_all_reduce_args &a, const slice &s, int parity, float *mine) {
+    for (size_t u = s.begin + threadIdx.x; u < s.end; u += THREADS) {
+        size_t i = s.first + u * WIDTH;
+        unit<WIDTH> total = unit<WIDTH>::load(a.rank == 0 ? a.data : a.staging[0][parity], i, a.n,
                                               a.rank != 0);
 #pragma unroll /* constant indices: the pointers stay in the parameter space */
         for (int r = 1; r < P2P_MAX_RANKS; r++)
             if (r < a.ranks)
-                total.add(unit<WIDTH>::load(r == a.rank ? a.data : a.staging[r][parity], i, s.n,
+                total.add(unit<WIDTH>::load(r == a.rank ? a.data : a.staging[r][parity], i, a.n,
                                             r != a.rank));
-        total.store(a.data, i, s.n);
-        if (mine) total.store(mine, i, s.n);
+        total.store(a.data, i, a.n);
+        if (mine) total.store(mine, i, a.n);
     }
 }
 
-template <int WIDTH> __global__ void __launch_bounds__(THREADS) p2p_all_reduce_kernel(p2p_all_reduce_args a) {
+template <int WIDTH>
+__global__ void __launch_bounds__(THREADS) p2p_all_reduce_kernel(p2p_all_reduce_args a) {
     wait_for_previous_kernel();
     unsigned long long call = a.generation[blockIdx.x] + 1;
     int parity = int(call & 1);
     float *mine = const_cast<float *>(a.staging[a.rank][parity]);
-    int chunks = a.two_shot ? a.ranks : 1;
-    slicing<WIDTH> s(a.n, chunks);
+    const bool one_shot = a.pattern == P2P_ONE_SHOT, gather = a.pattern == P2P_ALL_GATHER;
+    const int chunks = one_shot ? 1 : a.ranks;
+    /* what the peers read: one-shot all of data; all-gather this rank's chunk; the others every
+     * chunk but this rank's, which each peer sums */
     for (int k = 0; k < chunks; k++)
-        if (!a.two_shot || k != a.rank) copy_slice(s, k, a.data, false, mine);
+        if (one_shot || (k == a.rank) == gather)
+            copy_slice<WIDTH>(slice_of<WIDTH>(a, k), a.n, a.data, false, mine);
     if (!barrier(a, 2 * call)) return;
-    if (!a.two_shot) {
-        sum_slice(a, s, 0, parity, nullptr);
-    } else {
-        sum_slice(a, s, a.rank, parity, mine);
-        if (!barrier(a, 2 * call + 1)) return;
-        for (int k = 0; k < a.ranks; k++)
-            if (k != a.rank) copy_slice(s, k, a.staging[k][parity], true, a.data);
+    if (!gather)
+        sum_slice<WIDTH>(a, slice_of<WIDTH>(a, one_shot ? 0 : a.rank), parity,
+                  a.pattern == P2P_TWO_SHOT ? mine : nullptr);
+    if (a.pattern == P2P_TWO_SHOT && !barrier(a, 2 * call + 1)) return;
+    if (a.pattern == P2P_TWO_SHOT || gather) {
+#pragma unroll /* constant indices: the pointers stay in the parameter space */
+        for (int k = 0; k < P2P_MAX_RANKS; k++)
+            if (k < a.ranks && k != a.rank)
+                copy_slice<WIDTH>(slice_of<WIDTH>(a, k), a.n, a.staging[k][parity], true, a.data);
     }
     if (threadIdx.x == 0) a.generation[blockIdx.x] = call;
 }
