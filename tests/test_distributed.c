@@ -31,7 +31,7 @@
 
 #include "app/backend_select.h"
 #include "check.h"
-#include "cpu/cpu_backend.h"
+#include "cpu/cpu_backend.h" /* cpu_set_threads */
 #include "core/distributed.h"
 #include "core/rng.h"
 #include "model_checks.h"
@@ -115,21 +115,20 @@ static double bound_for(const case_spec *c) {
     return c->samples == BATCH ? SGD_ONE_STEP_BOUND : SGD_EPOCH_BOUND;
 }
 
-/* ‖shared − reference‖ / ‖reference‖, reference being the run alone; among ranks on the CPU,
- * where that is past bound, the least such difference from the CPU implementations each trained
- * alone (one rank must give the bits of its own implementation's run alone).
+/* ‖shared − reference‖ / ‖reference‖, reference being the run alone; among ranks, where that is
+ * past bound, the least such difference from the device's implementations each trained alone
+ * (one rank must give the bits of its own implementation's run alone).
  * Each is a correct trainer with its own order of sums, and a run that passes within rounding of
- * a ReLU's kink has more than one correct outcome: on seed 1795681615850523046 (2 ranks, tiled,
- * Adam, 151 samples) hidden unit 10 flips, and the ranks end 4.5e-4 from tiled alone and 1.7e-8
- * from naive alone (0 of 240 Adam cases on 40 other seeds past 1.3e-5). A wrong share or scale
- * is far from all three. */
+ * a ReLU's kink has more than one correct outcome: on seed 1795681615850523046 (2 CPU ranks,
+ * tiled, Adam, 151 samples) hidden unit 10 flips, and the ranks end 4.5e-4 from tiled alone and
+ * 1.7e-8 from naive alone (0 of 240 Adam cases on 40 other seeds past 1.3e-5). A wrong share or
+ * scale is far from all three. */
 static double nearest_alone(const case_spec *c, const float *shared, const float *reference,
                             size_t n, double bound) {
-    static const char *const cpu_impls[] = {"blas", "tiled", "naive"};
+    static const char *const impls[] = {"blas", "tiled", "naive"};
     double nearest = relative_difference(shared, reference, n);
-    bool others = distributed_ranks() > 1 && strcmp(c->device, "cpu") == 0;
-    for (int i = 0; i < 3 && others && nearest > bound; i++) {
-        backend *other = cpu_backend_create(cpu_impls[i]);
+    for (int i = 0; i < 3 && distributed_ranks() > 1 && nearest > bound; i++) {
+        backend *other = create(c->device, impls[i], false, ALLREDUCE_AUTO);
         size_t count;
         float *params = train(other, c, &count, 0, NULL);
         double difference = count == n ? relative_difference(shared, params, n) : INFINITY;
