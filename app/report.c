@@ -59,13 +59,15 @@ void report_header(FILE *out, const run_info *info) {
     else
         fprintf(out, "precision: %s products in the GEMMs; storage, sums and updates in FP32\n",
                 gemm_precision_name(o->precision));
-    if (info->all_reduce)
-        fprintf(out, "ranks: %d (%s), each a share of every batch, gradients summed by %s%s%s\n",
+    if (info->all_reduce && info->update_sharded)
+        fprintf(out, "ranks: %d (%s), each a share of every batch, the update sharded: each rank "
+                     "sums its shard of the gradients (reduce-scatter) and updates it, then the "
+                     "shards are gathered (all-gather)\n",
+                info->ranks, info->mpi_library);
+    else if (info->all_reduce)
+        fprintf(out, "ranks: %d (%s), each a share of every batch, gradients summed by %s%s\n",
                 info->ranks, info->mpi_library, info->all_reduce,
-                info->all_reduce_overlapped ? ", the last layers' beside the backward pass" : "",
-                info->update_sharded ? ", each rank's shard alone (reduce-scatter), which it "
-                                       "updates; then the shards gathered"
-                                     : "");
+                info->all_reduce_overlapped ? ", the last layers' beside the backward pass" : "");
     if (info->advice) fprintf(out, "note: %s\n", info->advice);
     if (o->profile) report_startup(out, info->startup);
     bool validation = info->validation_count > 0;

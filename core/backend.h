@@ -124,8 +124,8 @@ MLP_HOST_DEVICE static inline bool weight_decays(const weight_decay *decay, int6
 }
 
 /* Where rank `rank` of `ranks` starts its shard of n floats (backend's reduce_scatter_sum): the
- * shards are whole 4-float units (16-byte aligned where the array is), as many in each, the last
- * shorter or empty; shard_begin(n, ranks, ranks) is n. */
+ * shards are whole 4-float units (16-byte aligned where the array is), as many in each, but the
+ * last ones, which may be shorter or empty; shard_begin(n, ranks, ranks) is n. */
 MLP_HOST_DEVICE static inline size_t shard_begin(size_t n, int rank, int ranks) {
     size_t quads = (n + 3) / 4, per_shard = (quads + (size_t)ranks - 1) / (size_t)ranks * 4;
     size_t begin = (size_t)rank * per_shard;
@@ -287,8 +287,9 @@ struct backend {
     /* Optional beside all_reduce_sum (NULL: the update cannot be sharded): the two halves of an
      * all-reduce, for an update shared out among the ranks (--sharded-update, trainer.c). Rank r's
      * shard of n floats is [shard_begin(n, r, ranks), shard_begin(n, r + 1, ranks)).
-     * reduce_scatter_sum: this rank's shard of data[0..n) becomes its sum over the ranks (in the
-     *   order all_reduce_sum sums); the rest of data is left as it may be.
+     * reduce_scatter_sum: this rank's shard of data[0..n) becomes its sum over the ranks (the
+     *   same sum as all_reduce_sum's on 2 ranks, and with p2p on any number: rank order); the
+     *   rest of data is left as it may be.
      * all_gather: every rank's shard of data[0..n) is copied from that rank to every rank.
      * Queued and recordable like all_reduce_sum; every rank calls them in the same order. */
     void (*reduce_scatter_sum)(backend *be, float *data, size_t n);

@@ -41,7 +41,7 @@ typedef struct {
     long full_steps; /* full-batch steps recorded one after another... */
     bool last_batch; /* ...then the pass's last, shorter batch */
     long replays;    /* per pass; 0: not recorded */
-    recording *parts[STEP_PARTS]; /* parts 1 to 3 NULL when recorded whole */
+    recording *parts[STEP_PARTS]; /* parts 1 to 3 NULL when recorded whole; 3 unless sharded */
 } recorded_run;
 
 /* This rank's part of a training pass. Every rank draws the same order and cuts each global batch
@@ -212,7 +212,12 @@ static void warm_up(trainer *t) {
         mlp_forward(model, x, rows_list[i]); /* the test pass's kernels */
         mlp_loss(model, labels, rows_list[i], &scratch, NULL);
     }
-    if (be->all_reduce_sum) be->all_reduce_sum(be, model->grads, model->shape.param_count);
+    size_t n = model->shape.param_count;
+    if (be->all_reduce_sum) be->all_reduce_sum(be, model->grads, n);
+    if (t->sharded) { /* its two halves make their own first calls */
+        be->reduce_scatter_sum(be, model->grads, n);
+        be->all_gather(be, model->grads, n);
+    }
     metrics_queue(t, &scratch, rows, false); /* the metrics' reduction: loading its module waits */
     be->synchronize(be);
     metrics_destroy(be, &scratch);
@@ -222,7 +227,7 @@ static void warm_up(trainer *t) {
 }
 
 /* The operations of one training step of the given kind, queued (or recorded: then profile is
- * NULL, so no phase is timed or named, as nothing runs yet), in three parts. */
+ * NULL, so no phase is timed or named, as nothing runs yet), in parts (STEP_PARTS). */
 static void queue_gradients(trainer *t, int kind, phase_profile *profile) {
     backend *be = t->be;
     int rows = t->plan.rows[kind];
@@ -399,8 +404,8 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     t->profile = phase_profile_create(be, config->profile);
     progress_init(&t->progress, config->progress);
     if (train) t->plan = plan_pass(train->count, config->batch, be->rank, be->ranks);
-    warm_up(t); /* with the whole gradient's all-reduce, which sets it up */
     t->sharded = config->shard_update && be->reduce_scatter_sum;
+    warm_up(t); /* with the whole gradient's all-reduce, which sets it up, and its halves */
     if (t->sharded) {
         size_t n = shape->param_count;
         optimizer_shard(t->opt, shard_begin(n, be->rank, be->ranks),

@@ -77,7 +77,7 @@ void reduce_scatter_sum(backend *be, float *data, size_t n) {
     NCCL_CHECK(ncclGroupStart(), comm);
     for (int r = 0; r < be->ranks; r++) {
         size_t first = shard_begin(n, r, be->ranks), count = shard_begin(n, r + 1, be->ranks) - first;
-        if (count == 0) continue; /* an empty last shard: the same on every rank */
+        if (count == 0) continue; /* an empty shard (the last ones may be): the same on every rank */
         NCCL_CHECK(ncclReduce(data + first, data + first, count, ncclFloat, ncclSum, r, comm,
                               gpu->stream),
                    comm);

@@ -224,6 +224,7 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
         .record_steps = run->record_steps,
         .overlap_all_reduce_floats = run->overlap_all_reduce ? 1 : 0,
         .shard_update = run->shard_update,
+        .profile = run->profile,
     };
     trainer *t = trainer_create(be, &shape, &train, &test, &config, initial, NULL, 0, 0);
     double initial_accuracy;

@@ -57,6 +57,7 @@ typedef struct {
     optimizer_kind optimizer;
     int samples; /* BATCH: one step; else steps with a short last batch */
     uint64_t seed;
+    bool profile; /* --profile: among ranks, a recorded step in parts */
 } case_spec;
 
 /* The parameters after `epochs` epochs (0: one) of the 64-32-10 model on c->samples synthetic
@@ -66,7 +67,8 @@ static float *train(backend *be, const case_spec *c, size_t *count, int epochs,
     synthetic_run run = {.optimizer = c->optimizer, .batch = BATCH, .seed = c->seed, .hidden = 32,
                          .record_steps = c->record_steps, .samples = c->samples, .epochs = epochs,
                          .overlap_all_reduce = c->overlap_all_reduce,
-                         .shard_update = c->shard_update, .regularized = c->regularized};
+                         .shard_update = c->shard_update, .regularized = c->regularized,
+                         .profile = c->profile};
     synthetic_result ignored;
     return train_synthetic(be, &run, count, result ? result : &ignored);
 }
@@ -74,7 +76,8 @@ static float *train(backend *be, const case_spec *c, size_t *count, int epochs,
 /* Agreeing with one rank is not enough (a trainer that learns nothing agrees too): the ranks
  * together must learn, over 3 epochs of 20 batches, what one rank alone learns. */
 static void check_learns(backend *joined, const char *device, const char *impl, uint64_t seed) {
-    case_spec c = {device, impl, false, false, false, false, OPTIMIZER_SGD, 20 * BATCH, seed};
+    case_spec c = {.device = device, .impl = impl, .optimizer = OPTIMIZER_SGD,
+                   .samples = 20 * BATCH, .seed = seed};
     synthetic_result result;
     size_t n;
     free(train(joined, &c, &n, 3, &result));
@@ -140,28 +143,37 @@ static double nearest_alone(const case_spec *c, const float *shared, const float
 }
 
 /* The update shared out among the ranks (each sums and updates its shard, then they gather the
- * shards) against every rank updating all of it (whole): each element is summed over the same
- * ranks, so the bits are the same where the order of the sum is: on 2 ranks or fewer
+ * shards) against every rank updating all of it (whole), with steps as c says and with
+ * --profile's (recorded in four parts where they are recorded): each element is summed over the
+ * same ranks, so the bits are the same where the order of the sum is: on 2 ranks or fewer
  * (a + b = b + a), and always with the p2p all-reduce (rank order). Elsewhere MPI's or NCCL's
- * reduce-scatter may add in another order than its all-reduce. */
+ * reduce-scatter may add in another order than its all-reduce: then within bound_for, of the
+ * whole update or of the nearest implementation alone (nearest_alone's ReLU kinks). */
 static void check_sharded(backend *joined, const case_spec *c, const float *whole, size_t n,
                           const char *what) {
     int rank = distributed_rank(), ranks = distributed_ranks();
-    case_spec sharded = *c;
-    sharded.shard_update = true;
-    synthetic_result result;
-    size_t m;
-    float *params = train(joined, &sharded, &m, 0, &result);
-    CHECK(result.update_sharded, "rank %d of %d, %s: the update was not sharded", rank, ranks, what);
     bool same_order = ranks <= 2 || strstr(joined->all_reduce_name, "p2p") != NULL;
-    double difference = m == n ? relative_difference(params, whole, n) : INFINITY;
-    CHECK(m == n && (same_order ? difference == 0.0 : difference <= bound_for(c)),
-          "rank %d of %d, %s%s: the sharded update's parameters differ from the whole update's by "
-          "%.3g (%s)", rank, ranks, what, c->regularized ? ", regularized" : "", difference,
-          same_order ? "the same order of sums: they must be the same bits" : "bound_for");
-    CHECK(same_as_rank_0(params, n), "rank %d of %d, %s, sharded: not the bits of rank 0", rank,
-          ranks, what);
-    free(params);
+    for (int profile = 0; profile <= 1; profile++) {
+        case_spec sharded = *c;
+        sharded.shard_update = true;
+        sharded.profile = profile;
+        synthetic_result result;
+        size_t m;
+        float *params = train(joined, &sharded, &m, 0, &result);
+        CHECK(result.update_sharded, "rank %d of %d, %s: the update was not sharded", rank, ranks,
+              what);
+        double difference = m != n       ? INFINITY
+                            : same_order ? relative_difference(params, whole, n)
+                                         : nearest_alone(c, params, whole, n, bound_for(c));
+        CHECK(m == n && (same_order ? difference == 0.0 : difference <= bound_for(c)),
+              "rank %d of %d, %s%s%s: the sharded update's parameters differ from the whole "
+              "update's by %.3g (%s)", rank, ranks, what, c->regularized ? ", regularized" : "",
+              profile ? ", --profile" : "", difference,
+              same_order ? "the same order of sums: they must be the same bits" : "bound_for");
+        CHECK(same_as_rank_0(params, n), "rank %d of %d, %s, sharded: not the bits of rank 0",
+              rank, ranks, what);
+        free(params);
+    }
 }
 
 /* alone: a backend of this process only; joined: one of the ranks. */
@@ -222,8 +234,9 @@ static void check_implementation(const char *device, const char *impl, uint64_t 
         for (int kind = OPTIMIZER_SGD; kind <= OPTIMIZER_ADAM; kind++)
             for (int s = 0; s < 3; s++)
                 check_case(alone, joined,
-                           &(case_spec){device, impl, recorded, false, false, false,
-                                        (optimizer_kind)kind, samples[s], seed + s});
+                           &(case_spec){.device = device, .impl = impl, .record_steps = recorded,
+                                        .optimizer = (optimizer_kind)kind, .samples = samples[s],
+                                        .seed = seed + s});
     check_learns(joined, device, impl, seed);
     alone->destroy(alone);
     joined->destroy(joined);
@@ -283,8 +296,8 @@ static void expected(float *want, double *exact, size_t n, collective c, uint64_
     free(x);
 }
 
-/* Collective c of be on n floats, queued (rep 0) or replayed from a recording (reps 1..3), with
- * new data each time, against what it must give. */
+/* Collective c of be on n floats, queued (rep 0) or replayed from a recording (reps 1..3; queued
+ * again where be cannot record), with new data each time, against what it must give. */
 static void check_collective(backend *be, collective c, size_t n, uint64_t seed, bool exact_order) {
     float *device = be->alloc(be, n * sizeof(float));
     float *x = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
@@ -294,7 +307,7 @@ static void check_collective(backend *be, collective c, size_t n, uint64_t seed,
     for (int rep = 0; rep < 4; rep++) {
         fill_before(x, n, c, seed, rep);
         be->upload(be, device, x, n * sizeof(float));
-        if (rep == 0) {
+        if (rep == 0 || !be->record_begin) {
             queue_collective(be, c, device, n);
         } else {
             if (!recorded) {
@@ -315,7 +328,7 @@ static void check_collective(backend *be, collective c, size_t n, uint64_t seed,
             double error = fabs(x[i] - exact[i]) / (fabs(exact[i]) + 1e-3);
             if (!(error <= worst)) worst = error; /* NaN too */
         }
-        const char *how = rep == 0 ? "queued" : "replayed";
+        const char *how = recorded ? "replayed" : "queued";
         if (exact_order || c == ALL_GATHER)
             CHECK(differing == 0,
                   "rank %d of %d, %s's %s, %zu floats, %s: %zu of [%zu, %zu) differ from %s, the "
@@ -330,15 +343,26 @@ static void check_collective(backend *be, collective c, size_t n, uint64_t seed,
               bound);
     }
     if (distributed_rank() == 0)
-        printf("%d ranks, %s's %s, %zu floats: queued and 3 replays give %s%s\n",
-               distributed_ranks(), be->all_reduce_name, name, n,
+        printf("%d ranks, %s's %s, %zu floats: %s give %s%s\n", distributed_ranks(),
+               be->all_reduce_name, name, n, recorded ? "queued and 3 replays" : "queued 4 times",
                c == ALL_GATHER ? "every rank's shard" : "the sum in rank order",
                exact_order || c == ALL_GATHER ? ", bit for bit" : "");
-    be->recording_destroy(be, recorded);
+    if (recorded) be->recording_destroy(be, recorded);
     be->release(be, device);
     free(x);
     free(want);
     free(exact);
+}
+
+/* The CPU ranks' collectives (MPI) on odd sizes, fewer floats than ranks included: each rank's
+ * shard, empty ones too. MPI's sums are in rank order on 2 ranks (a + b = b + a). */
+static void check_cpu_collectives(uint64_t seed) {
+    const size_t sizes[] = {203530, 1001, 17, 3, 1};
+    backend *be = create("cpu", "tiled", true, ALLREDUCE_AUTO);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        for (int k = ALL_REDUCE; k < COLLECTIVES; k++)
+            check_collective(be, (collective)k, sizes[i], seed + i, distributed_ranks() <= 2);
+    be->destroy(be);
 }
 
 /* Each GPU all-reduce, and its halves, on odd sizes, largest first (the p2p one sizes its buffers
@@ -434,6 +458,7 @@ int main(int argc, char **argv) {
             check_implementation(device, "tiled", seed, (allreduce_choice)c);
         }
     } else {
+        check_cpu_collectives(seed);
         check_implementation(device, "blas", seed, ALLREDUCE_AUTO);
         check_implementation(device, "tiled", seed, ALLREDUCE_AUTO);
     }

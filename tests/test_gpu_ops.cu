@@ -533,7 +533,7 @@ void check_sum() {
 }
 
 /* One rounding per multiply-add either way, but the GPU fuses them (FMA) and the CPU does not:
- * each value within 1e-6 relative of the larger of itself and its change, plus 1e-7 absolute
+ * each value within 1e-6 relative of the sum of its size and its change's, plus 1e-7 absolute
  * for values near zero. Where a sum of two terms cancels (a parameter and its update, a moment
  * and its new share) the rounding is relative to the terms, not to what is left: Adam divides
  * by sqrt(v̂), which may be small, so an update can be far larger than the parameter it leaves

@@ -12,8 +12,8 @@ Each 2-rank cell gives its speed-up over one GPU. Then:
   - all-reduce µs/step: from the --profile runs (the step recorded in parts, so the all-reduce
     is timed alone, the wait for the other rank included), NCCL / p2p / p2p sharded;
   - the fastest 2-GPU cell's speed-up.
-Every 2-rank run's test accuracy must be within --accuracy-within points of one GPU's (exit 1
-and the runs named if not).
+Every 2-rank run's test accuracy, --profile runs included, must be within --accuracy-within
+points of one GPU's (exit 1 and the runs named if not).
 
 Usage: multigpu_table.py [--title TEXT] [--accuracy-within POINTS] --half HALF.json...
                          -- RUN.json...
@@ -96,6 +96,10 @@ def main():
         if alone is None:
             failures.append(f"{impl} {model} {batch}: no run on one GPU")
             continue
+        for run in list(row["cells"].values()) + list(row["profiled"].values()):
+            points = 100 * (run["accuracy"] - alone["accuracy"])
+            if args.accuracy_within is not None and abs(points) > args.accuracy_within:
+                failures.append(f"{run['path']}: test accuracy {points:+.2f} points from one GPU's")
         cells, best = [], None
         for name, _ in shown:
             run = row["cells"].get(name)
@@ -105,9 +109,6 @@ def main():
             speedup = alone["epoch_ms"] / run["epoch_ms"]
             best = speedup if best is None or speedup > best else best
             cells.append(f"{run['epoch_ms']:.2f} ms ({speedup:.2f}x)")
-            points = 100 * (run["accuracy"] - alone["accuracy"])
-            if args.accuracy_within is not None and abs(points) > args.accuracy_within:
-                failures.append(f"{run['path']}: test accuracy {points:+.2f} points from one GPU's")
         half = halves.get(key)
         bound = f"{alone['epoch_ms'] / (half['epoch_ms'] / 2):.2f}x" if half else ""
         profiled = [row["profiled"].get(name) for name in ("nccl whole", "p2p whole", "p2p sharded")]
