@@ -199,7 +199,8 @@ static void json_config(FILE *out, const run_info *info) {
     else
         fprintf(out, "null");
     fprintf(out, ", \"all_reduce_overlap\": %s, \"sharded_update\": %s}",
-            info->all_reduce_overlapped ? "true" : "false", info->update_sharded ? "true" : "false");
+            info->all_reduce_overlapped ? "true" : "false",
+            info->update_sharded ? "true" : "false");
 }
 
 static void json_phases(FILE *out, const phase_totals *phases) {

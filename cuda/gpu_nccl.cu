@@ -76,8 +76,9 @@ void reduce_scatter_sum(backend *be, float *data, size_t n) {
     ncclComm_t comm = gpu->nccl->comm;
     NCCL_CHECK(ncclGroupStart(), comm);
     for (int r = 0; r < be->ranks; r++) {
-        size_t first = shard_begin(n, r, be->ranks), count = shard_begin(n, r + 1, be->ranks) - first;
-        if (count == 0) continue; /* an empty shard (the last ones may be): the same on every rank */
+        size_t first = shard_begin(n, r, be->ranks);
+        size_t count = shard_begin(n, r + 1, be->ranks) - first;
+        if (count == 0) continue; /* an empty shard (the last may be): the same on every rank */
         NCCL_CHECK(ncclReduce(data + first, data + first, count, ncclFloat, ncclSum, r, comm,
                               gpu->stream),
                    comm);
@@ -91,7 +92,8 @@ void all_gather(backend *be, float *data, size_t n) {
     ncclComm_t comm = gpu->nccl->comm;
     NCCL_CHECK(ncclGroupStart(), comm);
     for (int r = 0; r < be->ranks; r++) {
-        size_t first = shard_begin(n, r, be->ranks), count = shard_begin(n, r + 1, be->ranks) - first;
+        size_t first = shard_begin(n, r, be->ranks);
+        size_t count = shard_begin(n, r + 1, be->ranks) - first;
         if (count == 0) continue;
         NCCL_CHECK(ncclBroadcast(data + first, data + first, count, ncclFloat, r, comm,
                                  gpu->stream),

@@ -151,7 +151,8 @@ void all_reduce_start(backend *be, float *data, size_t n) {
                              "before its buffers were set up\n", n);
         std::exit(1);
     }
-    gpu_p2p_all_reduce(gpu_fork_reduce(gpu), kernel_arguments(p, data, n, all_reduce_pattern(p, n)));
+    gpu_p2p_all_reduce(gpu_fork_reduce(gpu),
+                       kernel_arguments(p, data, n, all_reduce_pattern(p, n)));
     gpu_reduce_queued(gpu);
 }
 

@@ -52,7 +52,7 @@ typedef struct {
     bool regularized;      /* with weight decay and label smoothing (REGULARIZATION below) */
     bool overlap_all_reduce; /* among ranks: each layer's all-reduce started as it is complete */
     bool shard_update;       /* among ranks: each rank sums and updates its shard (trainer.h) */
-    bool profile;            /* time each phase (--profile: among ranks, a step recorded in parts) */
+    bool profile;            /* time each phase (--profile; among ranks, a step in parts) */
 } synthetic_run;
 
 typedef struct {

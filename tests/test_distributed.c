@@ -118,7 +118,7 @@ static double bound_for(const case_spec *c) {
     return c->samples == BATCH ? SGD_ONE_STEP_BOUND : SGD_EPOCH_BOUND;
 }
 
-/* ‖shared − reference‖ / ‖reference‖, reference being the run alone; among ranks, where that is
+/* ‖shared − reference‖ / ‖reference‖, reference being the run alone; among ranks, where it is
  * past bound, the least such difference from the device's implementations each trained alone
  * (one rank must give the bits of its own implementation's run alone).
  * Each is a correct trainer with its own order of sums, and a run that passes within rounding of
@@ -334,7 +334,8 @@ static void check_collective(backend *be, collective c, size_t n, uint64_t seed,
                   "rank %d of %d, %s's %s, %zu floats, %s: %zu of [%zu, %zu) differ from %s, the "
                   "first at %zu (%.9g, wanted %.9g)",
                   distributed_rank(), distributed_ranks(), be->all_reduce_name, name, n, how,
-                  differing, lo, hi, c == ALL_GATHER ? "the ranks' shards" : "the sum in rank order",
+                  differing, lo, hi,
+                  c == ALL_GATHER ? "the ranks' shards" : "the sum in rank order",
                   first, first < n ? x[first] : 0.0, first < n ? want[first] : 0.0);
         /* the sum of R floats of magnitude up to 1, in float: error up to R units of 2^-24 */
         double bound = distributed_ranks() * 6e-8 * 4;

@@ -121,7 +121,7 @@ typedef struct {
     size_t n;
     int rank, ranks;
     p2p_pattern pattern;
-    size_t chunk_floats; /* chunk k: [k, k + 1) · chunk_floats ∩ [0, n); shard_begin(n, 1, chunks) */
+    size_t chunk_floats; /* chunk k: [k, k + 1)·chunk_floats ∩ [0, n): shard_begin(n, 1, chunks) */
     const float *staging[P2P_MAX_RANKS][2]; /* every rank's (this one's own included) */
     unsigned long long *flags[P2P_MAX_RANKS];
     unsigned long long *generation; /* this rank's calls so far, one count per block */

@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(THREADS) p2p_all_reduce_kernel(p2p_all_reduce_
     if (!barrier(a, 2 * call)) return;
     if (!gather)
         sum_slice<WIDTH>(a, slice_of<WIDTH>(a, one_shot ? 0 : a.rank), parity,
-                  a.pattern == P2P_TWO_SHOT ? mine : nullptr);
+                         a.pattern == P2P_TWO_SHOT ? mine : nullptr);
     if (a.pattern == P2P_TWO_SHOT && !barrier(a, 2 * call + 1)) return;
     if (a.pattern == P2P_TWO_SHOT || gather) {
 #pragma unroll /* constant indices: the pointers stay in the parameter space */
