@@ -19,7 +19,8 @@ static struct {
     bool launched;
     int rank, ranks, local_rank, local_ranks;
     char library[96];
-} world = {false, 0, 1, 0, 1, "no MPI"};
+    int *shard_counts, *shard_firsts; /* ranks each, for the sharded update's MPI calls */
+} world = {false, 0, 1, 0, 1, "no MPI", NULL, NULL};
 
 bool distributed_launched(void) { return world.launched; }
 int distributed_rank(void) { return world.rank; }
@@ -96,6 +97,8 @@ void distributed_start(int *argc, char ***argv) {
     check_mpi(MPI_Comm_rank(host, &world.local_rank), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(host, &world.local_ranks), "MPI_Comm_size");
     check_mpi(MPI_Comm_free(&host), "MPI_Comm_free");
+    world.shard_counts = alloc_or_exit(2 * (size_t)world.ranks * sizeof(int), "the shards' layout");
+    world.shard_firsts = world.shard_counts + world.ranks;
     describe_library();
     silence_stdout();
 }
@@ -130,38 +133,35 @@ void distributed_all_gather(const void *mine, void *all, size_t bytes) {
               "MPI_Allgather");
 }
 
-/* Every rank's shard of n floats (backend.h's shard_begin): its count and first element. */
-static void shard_layout(size_t n, int *counts, int *firsts) {
+/* Every rank's shard of n floats (backend.h's shard_begin) into world: its count and first
+ * element. */
+static void shard_layout(size_t n) {
     if (n > INT_MAX) {
         fprintf(stderr, "mlp_train: the sharded update across CPU ranks takes at most %d "
                         "parameters (MPI counts them in ints), not %zu\n", INT_MAX, n);
         exit(1);
     }
     for (int r = 0; r < world.ranks; r++) {
-        firsts[r] = (int)shard_begin(n, r, world.ranks);
-        counts[r] = (int)shard_begin(n, r + 1, world.ranks) - firsts[r];
+        world.shard_firsts[r] = (int)shard_begin(n, r, world.ranks);
+        world.shard_counts[r] = (int)shard_begin(n, r + 1, world.ranks) - world.shard_firsts[r];
     }
 }
 
 void distributed_reduce_scatter(float *data, size_t n) {
-    int *counts = alloc_or_exit(2 * (size_t)world.ranks * sizeof(int), "the shards' layout");
-    int *firsts = counts + world.ranks;
-    shard_layout(n, counts, firsts);
+    shard_layout(n);
     /* in place, the sum of this rank's shard lands at the start of data */
-    check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, data, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+    check_mpi(MPI_Reduce_scatter(MPI_IN_PLACE, data, world.shard_counts, MPI_FLOAT, MPI_SUM,
+                                 MPI_COMM_WORLD),
               "MPI_Reduce_scatter");
-    memmove(data + firsts[world.rank], data, (size_t)counts[world.rank] * sizeof(float));
-    free(counts);
+    memmove(data + world.shard_firsts[world.rank], data,
+            (size_t)world.shard_counts[world.rank] * sizeof(float));
 }
 
 void distributed_all_gather_shards(float *data, size_t n) {
-    int *counts = alloc_or_exit(2 * (size_t)world.ranks * sizeof(int), "the shards' layout");
-    int *firsts = counts + world.ranks;
-    shard_layout(n, counts, firsts);
-    check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, counts, firsts, MPI_FLOAT,
-                             MPI_COMM_WORLD),
+    shard_layout(n);
+    check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, world.shard_counts,
+                             world.shard_firsts, MPI_FLOAT, MPI_COMM_WORLD),
               "MPI_Allgatherv");
-    free(counts);
 }
 
 int distributed_finish(int status) {
@@ -173,6 +173,7 @@ int distributed_finish(int status) {
         return status; /* not reached */
     }
     finished = true;
+    free(world.shard_counts);
     MPI_Finalize();
     return status;
 }
