@@ -19,33 +19,24 @@ Usage: multigpu_table.py [--title TEXT] [--accuracy-within POINTS] --half HALF.j
                          -- RUN.json...
 """
 import argparse
-import json
-import math
-import statistics
 import sys
+
+import scaling_table
 
 
 def load(path):
-    with open(path) as f:
-        run = json.load(f)
-    config, epochs = run["config"], run["epochs"]
-    steps = math.ceil(config["train_images"] / config["batch"])
-    allreduce_us = None
-    if "phases" in epochs[0]:
-        allreduce_us = 1000 * statistics.median(e["phases"]["allreduce"]["ms"] for e in epochs) / steps
-    name = config.get("all_reduce") or ""
-    return {
+    """scaling_table.py's reading of a run, with what this table groups and names it by."""
+    run = scaling_table.load(path)
+    name = run["all_reduce"] or ""
+    run.update({
         "path": path,
-        "key": (config["impl"], "-".join(str(w) for w in config["layers"]), config["batch"]),
-        "ranks": config.get("ranks", 1),
+        "key": (run["impl"], run["model"], run["batch"]),
         "sum": "p2p" if name.startswith("p2p") else "nccl" if name.startswith("NCCL") else "",
-        "overlap": config.get("all_reduce_overlap", False),
-        "sharded": config.get("sharded_update", False),
-        "profiled": allreduce_us is not None,
-        "allreduce_us": allreduce_us,
-        "epoch_ms": 1000 * statistics.median(e["time_s"] for e in epochs),
-        "accuracy": run["test_accuracy"],
-    }
+        "profiled": run["allreduce_ms"] is not None,
+        "allreduce_us": None if run["allreduce_ms"] is None else 1000 * run["allreduce_ms"],
+        "epoch_ms": 1000 * run["epoch_s"],
+    })
+    return run
 
 
 def column(run):

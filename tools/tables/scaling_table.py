@@ -44,6 +44,7 @@ def load(path):
         "launched": config.get("all_reduce") is not None,
         "all_reduce": config.get("all_reduce"),
         "overlap": config.get("all_reduce_overlap", False),
+        "sharded": config.get("sharded_update", False),
         "execution": config["execution"],
         "epoch_s": median,
         "images_per_s": config["train_images"] / median,
@@ -63,7 +64,8 @@ def label(run):
         return "alone"
     how = run["all_reduce"].replace(" all-reduce", "").replace(" (CUDA IPC)", "")
     overlap = ", overlapped" if run["overlap"] else ""
-    return f"mpirun -np {run['ranks']}, {how}{overlap}"
+    sharded = ", sharded update" if run["sharded"] else ""
+    return f"mpirun -np {run['ranks']}, {how}{overlap}{sharded}"
 
 
 def groups_of(runs):
@@ -72,7 +74,7 @@ def groups_of(runs):
     for run in runs:
         groups.setdefault((run["device"], run["model"], run["impl"], run["batch"]), []).append(run)
     return [sorted(groups[key], key=lambda r: (resources(r), r["launched"], r["ranks"],
-                                               r["all_reduce"] or "", r["overlap"]))
+                                               r["all_reduce"] or "", r["overlap"], r["sharded"]))
             for key in sorted(groups)]
 
 
