@@ -10,16 +10,20 @@ Contenders (GPU, --device gpu):
   PyTorch eager  tools/peers/pytorch_mlp.py --modes eager: the usual loop
   PyTorch graph  tools/peers/pytorch_mlp.py --modes graph: the whole step captured as a CUDA graph,
                  fused SGD
+  PyTorch compiled  tools/peers/pytorch_mlp.py --modes compile: the same step through torch.compile
+                 (max-autotune, static shapes), then captured as one CUDA graph; in a process of
+                 its own (Inductor's compile workers stay behind), and minutes of autotuning a run
   JAX scan   tools/peers/jax_mlp.py: the whole epoch one jitted lax.scan, matmul precision "highest"
-  Beside mlp_train's --precisions rows, every GPU peer also runs at --matmul-precision
-  "tensorfloat32" and "bfloat16" (PyTorch's bfloat16 is autocast: its activations are BF16 too).
+  At --precisions tf32 and bf16, every GPU peer runs at --matmul-precision "tensorfloat32" and
+  "bfloat16" (PyTorch's bfloat16 is autocast: its activations are BF16 too).
   Every peer runs with and without its training sums (--peer-sums), JAX at each lax.scan unroll
   (--jax-unroll 1 2 4 8): the fastest configuration is the peer's figure, named in the notes, and
   every ratio is against it, at the same precision (the "same precision" table).
   --precisions fp32 tf32 bf16: each of tiled, blas and fused also with --precision tf32 and bf16
              (the GEMMs' products on tensor cores): rows of their own, not counted as the fastest
-             mlp_train (the peers train in FP32), and a table of each against its FP32 run: epoch
-             ms and test accuracy, the difference in points, and the goal (within 0.3 points)
+             FP32 mlp_train, and a table of each against its FP32 run: epoch ms and test accuracy,
+             the difference in points, and the goal (within 0.3 points). mlp_train always runs
+             in FP32 too, for that table; the peers run only at the precisions asked for.
 CPU (--device cpu): --impl naive, tiled, blas at each --threads count, against PyTorch eager
 on the CPU at the same thread count (add jax-scan to --peers for JAX on the CPU).
 
@@ -82,8 +86,10 @@ PEERS = {
     "torch-eager": ("PyTorch eager", "pytorch_mlp.py", "eager"),
     "torch-graph": ("PyTorch graph", "pytorch_mlp.py", "graph"),
     "jax-scan": ("JAX scan", "jax_mlp.py", "scan"),
+    "torch-compile": ("PyTorch compiled", "pytorch_mlp.py", "compile"),  # last: minutes of autotuning
 }
 FRAMEWORK = {"pytorch_mlp.py": "torch", "jax_mlp.py": "jax"}
+CUDA_ONLY = ("torch-graph", "torch-compile")
 
 
 def log(message):
@@ -130,7 +136,7 @@ def peer_contenders(args):
     for key in args.peers:
         label, script, mode = PEERS[key]
         gpu_or_jax = script == "jax_mlp.py" or args.device == "gpu"
-        for precision in args.precisions if gpu_or_jax else ["fp32"]:
+        for precision in args.peer_precisions if gpu_or_jax else ["fp32"]:
             suffix = "" if precision == "fp32" else f"-{precision}"
             contenders.append({"key": key + suffix, "label": label + suffix.replace("-", " "), "kind": "peer",
                                "script": script, "mode": mode, "precision": precision})
@@ -154,6 +160,11 @@ def configuration_name(extra):
     if "--unroll" in extra:
         words.append("unroll " + extra[extra.index("--unroll") + 1])
     return ", ".join(words)
+
+
+def peer_process(contender):
+    """Which peers share a process: one script at one precision, torch.compile's apart."""
+    return contender["script"], contender["precision"], contender["mode"] == "compile"
 
 
 def run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
@@ -563,12 +574,13 @@ def parse_arguments():
     parser.add_argument("--graph", nargs="+", default=["on", "off"], choices=["on", "off"],
                         help="GPU: --graph settings for naive, tiled and blas (default: both)")
     parser.add_argument("--precisions", nargs="+", default=["fp32"], choices=["fp32", "tf32", "bf16"],
-                        help="GPU: --precision of the GEMMs for tiled, blas and fused (default: fp32); with "
-                             "more than one, a table against FP32 and the accuracy goal")
+                        help="GPU: --precision of the GEMMs for tiled, blas and fused, and the peers' matmul "
+                             "precisions (default: fp32); mlp_train also runs in FP32 for the table "
+                             "against it and the accuracy goal")
     parser.add_argument("--naive-min-batch", type=int, default=0,
                         help="run --impl naive only from this batch size on (it is slow at small batches)")
     parser.add_argument("--peers", nargs="*", choices=list(PEERS),
-                        help="default: torch-eager torch-graph jax-scan on the GPU, torch-eager on the CPU")
+                        help="default: every peer on the GPU, torch-eager on the CPU")
     parser.add_argument("--peer-sums", nargs="+", default=["with", "without"], choices=["with", "without"],
                         help="run the peers with and/or without their training-loss and accuracy sums; "
                              "the faster counts (default: both)")
@@ -594,18 +606,20 @@ def parse_arguments():
     if args.impls is None:
         args.impls = ["naive", "tiled", "blas"] + (["fused"] if args.device == "gpu" else [])
     if args.peers is None:
-        args.peers = ["torch-eager", "torch-graph", "jax-scan"] if args.device == "gpu" else ["torch-eager"]
-    if args.device == "cpu" and "torch-graph" in args.peers:
-        log("torch-graph needs CUDA: left out on the CPU")
-        args.peers.remove("torch-graph")
+        args.peers = list(PEERS) if args.device == "gpu" else ["torch-eager"]
+    for key in CUDA_ONLY:
+        if args.device == "cpu" and key in args.peers:
+            log(f"{key} needs CUDA: left out on the CPU")
+            args.peers.remove(key)
     if args.wall_runs is None:
         args.wall_runs = 3 if args.device == "gpu" else 0
     if args.device != "cpu":
         args.threads = []
     elif args.precisions != ["fp32"]:
         parser.error("--precisions: the CPU multiplies in FP32 only")
+    args.peer_precisions = list(args.precisions)  # the peers run at the precisions asked for
     if "fp32" not in args.precisions:
-        args.precisions.insert(0, "fp32")  # the runs the others are compared with
+        args.precisions.insert(0, "fp32")  # mlp_train's runs the others are compared with
     return args
 
 
@@ -627,8 +641,9 @@ def main():
                 o = run_ours(args, contender, batch, threads)
                 row[contender["key"]] = o
                 log_outcome(where, o)
-            for script, precision in dict.fromkeys((p["script"], p["precision"]) for p in peers):
-                group = [p for p in peers if p["script"] == script and p["precision"] == precision]
+            for process in dict.fromkeys(peer_process(p) for p in peers):
+                group = [p for p in peers if peer_process(p) == process]
+                script = group[0]["script"]
                 for o in run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
                     row[o["contender"]] = o
                     log_outcome(where, o)

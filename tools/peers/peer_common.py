@@ -149,12 +149,13 @@ def schedule_lr(kind, lr, warmup, total, t, cos=math.cos, where=None):
     return pick(t < warmup, lr * (t + 1) / max(warmup, 1), after)
 
 
-def add_common_arguments(parser, devices, modes):
-    """The options both peer programs take, with the same names as mlp_train's."""
+def add_common_arguments(parser, devices, modes, default_modes=None):
+    """The options both peer programs take, with the same names as mlp_train's; --modes is
+    default_modes (all of modes if None) unless given."""
     parser.add_argument("--data", default="data/mnist", type=Path, help="directory of the four IDX files")
     parser.add_argument("--device", default=devices[0], choices=devices)
     parser.add_argument("--batch", type=int, nargs="+", default=[64], help="one or more batch sizes")
-    parser.add_argument("--modes", nargs="+", default=modes, choices=modes)
+    parser.add_argument("--modes", nargs="+", default=default_modes or modes, choices=modes)
     parser.add_argument("--hidden", default="256", help="hidden widths, as mlp_train: 256, 512,256 or none")
     parser.add_argument("--epochs", type=int, default=5,
                         help="epochs per measurement; the first (warm-up, compilation) is not timed")
