@@ -235,20 +235,23 @@ stage_nsys() {
 
 # The kernels of a graph-replayed step, each with its duration and the idle gap before it:
 # Nsight Systems with --cuda-graph-trace=node (every kernel of a replayed graph traced), 2 epochs,
-# then tools/tables/step_trace.py; STEPTRACE_IMPLS and STEPTRACE_BATCHES choose the runs (default:
-# tiled and blas at 512 and 2048).
+# then tools/tables/step_trace.py; STEPTRACE_IMPLS, STEPTRACE_BATCHES and STEPTRACE_PRECISIONS
+# choose the runs (default: tiled and blas at 512 and 2048, FP32).
 stage_steptrace() {
     have_nsys steptrace || return 1
-    local impl batch name
+    local impl batch precision name
     for impl in ${STEPTRACE_IMPLS:-tiled blas}; do
         for batch in ${STEPTRACE_BATCHES:-512 2048}; do
-            name=steptrace_${impl}_$batch
-            "$nsys" profile -t cuda --cuda-graph-trace=node -o "/tmp/$name" -f true "$mlp" --device gpu \
-                --impl $impl --batch $batch --epochs 2 --data "$data" --quiet >"$out/$name.log" 2>&1 ||
-                { echo "steptrace: nsys failed: $(tail -3 "$out/$name.log")"; continue; }
-            "$nsys" stats -r cuda_gpu_trace --format csv "/tmp/$name.nsys-rep" >"$out/$name.csv" 2>&1
-            echo "== $impl, batch $batch"
-            python3 tools/tables/step_trace.py "$out/$name.csv" $((2 * (60000 + batch - 1) / batch)) | tee "$out/$name.txt" | head -40
+            for precision in ${STEPTRACE_PRECISIONS:-fp32}; do
+                name=steptrace_${impl}_${batch}_$precision
+                "$nsys" profile -t cuda --cuda-graph-trace=node -o "/tmp/$name" -f true "$mlp" --device gpu \
+                    --impl $impl --batch $batch --precision $precision --epochs 2 --data "$data" --quiet \
+                    >"$out/$name.log" 2>&1 || { echo "steptrace: nsys failed: $(tail -3 "$out/$name.log")"; continue; }
+                "$nsys" stats -r cuda_gpu_trace --format csv "/tmp/$name.nsys-rep" >"$out/$name.csv" 2>&1
+                echo "== $impl, batch $batch, $precision"
+                python3 tools/tables/step_trace.py "$out/$name.csv" $((2 * (60000 + batch - 1) / batch)) |
+                    tee "$out/$name.txt" | head -40
+            done
         done
     done
 }
