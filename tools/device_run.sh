@@ -22,6 +22,10 @@
 #   compare   tools/peers/compare.py: every GPU implementation (--graph on and off) against
 #             PyTorch eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and
 #             2048, and whole 10-epoch processes at batch 512 (compare_gpu.md, compare_gpu.json)
+#   strongest tools/peers/compare.py: tiled and fused against the peers at their strongest (JAX,
+#             PyTorch's CUDA graph, PyTorch compiled; no training sums) at STRONGEST_BATCHES
+#             (default 512 2048) and STRONGEST_PRECISIONS (default fp32); torch.compile's
+#             autotuning takes 2-3 minutes a batch and precision (strongest.md, strongest.json)
 #   precision --precision fp32, tf32 and bf16 for tiled, blas and fused (fused takes the tiled step
 #             in TF32 and BF16): 10 epochs at batch 64 and 512, epoch ms and test accuracy against
 #             FP32 in points, and the goal (within 0.3 points) (tools/peers/compare.py
@@ -359,11 +363,22 @@ stage_compare() {
     # Sized to stay under 5 minutes on an H200 (estimated from the earlier figures in
     # docs/performance.md): 5 epochs of each contender per batch, PyTorch eager at batch 16 the
     # longest (~4 s an epoch), naive from batch 512 on; then 3 whole 10-epoch runs at batch 512.
+    # PyTorch compiled is the strongest stage's: its autotuning alone would take this one past 10 minutes.
     python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu --batch 16 64 512 2048 \
-        --epochs 5 --naive-min-batch 512 --wall-runs 3 --json "$out/compare_gpu.json" \
-        2>"$out/compare_gpu.log" | tee "$out/compare_gpu.md"
+        --peers torch-eager torch-graph jax-scan --epochs 5 --naive-min-batch 512 --wall-runs 3 \
+        --json "$out/compare_gpu.json" 2>"$out/compare_gpu.log" | tee "$out/compare_gpu.md"
     local s=${PIPESTATUS[0]}
     [ "$s" -eq 0 ] || tail -20 "$out/compare_gpu.log"
+    return "$s"
+}
+
+stage_strongest() {
+    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu \
+        --batch ${STRONGEST_BATCHES:-512 2048} --precisions ${STRONGEST_PRECISIONS:-fp32} --impls tiled fused \
+        --graph on --peers torch-graph jax-scan torch-compile --peer-sums without --jax-unroll 1 4 \
+        --epochs 6 --wall-runs 0 --json "$out/strongest.json" 2>"$out/strongest.log" | tee "$out/strongest.md"
+    local s=${PIPESTATUS[0]}
+    [ "$s" -eq 0 ] || tail -20 "$out/strongest.log"
     return "$s"
 }
 
