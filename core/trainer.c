@@ -447,7 +447,7 @@ void trainer_destroy(trainer *t) {
 
 const char *trainer_pass_mode(const trainer *t) { return pass_mode_names[t->mode]; }
 
-int trainer_all_reduces_early(const trainer *t) { return mlp_reduces_early(t->model); }
+bool trainer_all_reduces_early(const trainer *t) { return t->reduces_early; }
 
 bool trainer_update_sharded(const trainer *t) { return t->sharded; }
 
