@@ -58,6 +58,9 @@ struct batch_feed {
 
 namespace {
 
+/* A gather ahead's blocks take at most this many rows each (see next_resident). */
+constexpr int AHEAD_ROWS_PER_BLOCK = 40;
+
 size_t stage_bytes(const batch_feed *f, int rows) {
     return (size_t)rows * f->data->features + (size_t)rows;
 }
@@ -83,7 +86,9 @@ void create_resident(batch_feed *f) {
         int device, sms;
         CUDA_CHECK(cudaGetDevice(&device));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        f->ahead_blocks = (unsigned)(sms + 3) / 4;
+        const unsigned quarter = (unsigned)(sms + 3) / 4;
+        const unsigned by_rows = blocks_for(f->max_rows, AHEAD_ROWS_PER_BLOCK);
+        f->ahead_blocks = quarter > by_rows ? quarter : by_rows;
     }
     f->be->upload(f->be, f->device_pixels, d->pixels, pixel_bytes);
     f->be->upload(f->be, f->device_labels, d->labels, d->count);
@@ -185,12 +190,15 @@ void gather_beside(batch_feed *f, int b, const pass_cursor *cursor, int ahead) {
  * (gpu_join_side_streams), so it finds step s's batch there and takes the max_rows after it
  * (fewer at the pass's end: nothing past it). Batches come in order (backend.h), so that is
  * the next one (a batch shorter than max_rows is the pass's last, and has none). It runs in
- * ahead_blocks blocks, a quarter of the multiprocessors' worth: the
- * forward product's blocks, launched early (dependent_launch.cuh) while update(s − 1) runs,
- * are in place first, and the gather takes threads they leave spare. Measured on an H200
- * (tiled, epoch ms, same run): 3.713 → 3.634 at batch 512, 2.131 → 2.115 at 2048; a grid as
- * large as the rows want gave 3.707 at 512, and one of 16 blocks, too slow to finish within
- * the step, 2.345 at 2048.
+ * ahead_blocks blocks, a quarter of the multiprocessors' worth, or one for each
+ * AHEAD_ROWS_PER_BLOCK rows where that is more: the forward product's blocks, launched early
+ * (dependent_launch.cuh) while update(s − 1) runs, are in place first, and the gather takes
+ * threads they leave spare. Measured on an H200 (tiled, epoch ms, same run): 3.713 → 3.634 at
+ * batch 512, 2.131 → 2.115 at 2048; a grid as large as the rows want gave 3.707 at 512, and one
+ * of 16 blocks, too slow to finish within the step, 2.345 at 2048. The rows' share is for large
+ * batches in short steps: a quarter's 33 blocks gathered 2048 rows in 44 µs of a 47 µs BF16 step,
+ * which the update, joining the gather, waited for; 52 blocks took that epoch from 1.422 to
+ * 1.370 ms on an H100 (docs/kernels.md).
  *
  * Where no gather ahead is usable (a pass's or a recording's first step), this batch and the
  * next are gathered on the stream, one after the other: a gather that starts beside the first
