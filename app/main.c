@@ -435,7 +435,7 @@ static run_info describe(run_state *s) {
                       trainer_pass_mode(s->trainer),
                       &s->startup,   s->be->ranks,  s->be->all_reduce_name,
                       distributed_library(), advised ? s->advice : NULL,
-                      trainer_all_reduces_early(s->trainer),
+                      trainer_all_reduces_early(s->trainer) > 0,
                       trainer_update_sharded(s->trainer)};
 }
 

@@ -82,7 +82,7 @@ struct trainer {
     pass_cursor *train_cursor, *test_cursor; /* on the device */
     pass_plan plan;
     bool sharded;      /* the update shared out among the ranks */
-    bool reduces_early; /* the backward pass starts sums across the ranks (mlp_reduces_early) */
+    int reduces_early; /* sums across the ranks the backward pass starts (mlp_reduces_early) */
     int epochs_done;
     pass_mode mode;
     char whole_pass_refusal[256];
@@ -254,7 +254,7 @@ static void queue_all_reduce(trainer *t, phase_profile *profile) {
     size_t n = t->model->shape.param_count;
     phase_begin(profile, PHASE_ALLREDUCE);
     if (t->sharded) be->reduce_scatter_sum(be, t->model->grads, n);
-    else if (t->reduces_early) be->all_reduce_finish(be);
+    else if (t->reduces_early > 0) be->all_reduce_finish(be);
     else be->all_reduce_sum(be, t->model->grads, n);
     phase_end(profile, PHASE_ALLREDUCE);
 }
@@ -413,7 +413,7 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     } else if (be->all_reduce_start && !config->profile) {
         t->model->early_reduce_floats = config->overlap_all_reduce_floats;
     }
-    t->reduces_early = mlp_reduces_early(t->model) > 0;
+    t->reduces_early = mlp_reduces_early(t->model);
     if (train) {
         t->train_feed = be->feed_create(be, train, largest_share(&t->plan), config->feed);
         t->train_metrics = metrics_create(be, train->count);
@@ -447,7 +447,7 @@ void trainer_destroy(trainer *t) {
 
 const char *trainer_pass_mode(const trainer *t) { return pass_mode_names[t->mode]; }
 
-bool trainer_all_reduces_early(const trainer *t) { return t->reduces_early; }
+int trainer_all_reduces_early(const trainer *t) { return t->reduces_early; }
 
 bool trainer_update_sharded(const trainer *t) { return t->sharded; }
 

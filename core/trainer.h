@@ -83,9 +83,9 @@ void trainer_destroy(trainer *t);
 const char *trainer_pass_mode(const trainer *t);
 const char *trainer_whole_pass_refusal(const trainer *t);
 
-/* Whether each step's backward pass starts all-reduces before its end (train_config's
- * overlap_all_reduce_floats, where it took effect; mlp_reduces_early). */
-bool trainer_all_reduces_early(const trainer *t);
+/* The all-reduces each step's backward pass starts before its end (train_config's
+ * overlap_all_reduce_floats, where it took effect; mlp_reduces_early); 0: none. */
+int trainer_all_reduces_early(const trainer *t);
 
 /* Whether the ranks share the update out (train_config's shard_update, where it took effect). */
 bool trainer_update_sharded(const trainer *t);

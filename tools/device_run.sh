@@ -17,7 +17,8 @@
 #   ncu       Nsight Compute on the first steps' kernels, selected by NVTX range
 #   train     10 epochs of each GPU implementation at batch 64 and 512
 #   profile   --profile tables: data resident, host pageable, host pinned, host overlapped
-#   steptrace the kernels of a graph-replayed step with their durations and gaps (nsys, node trace)
+#   steptrace the kernels of a graph-replayed step with their durations and gaps (nsys, node trace;
+#             STEPTRACE_IMPLS, STEPTRACE_BATCHES, STEPTRACE_PRECISIONS)
 #   nsys      an Nsight Systems trace of --impl tiled --batch 512 and its summary tables
 #   compare   tools/peers/compare.py: every GPU implementation (--graph on and off) against
 #             PyTorch eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and
@@ -25,7 +26,8 @@
 #   strongest tools/peers/compare.py: tiled and fused against the peers at their strongest (JAX,
 #             PyTorch's CUDA graph, PyTorch compiled; no training sums) at STRONGEST_BATCHES
 #             (default 512 2048) and STRONGEST_PRECISIONS (default fp32); torch.compile's
-#             autotuning takes 2-3 minutes a batch and precision (strongest.md, strongest.json)
+#             autotuning takes 2-3 minutes a batch and precision, so more than two of them
+#             may not fit one 10-minute call (strongest.md, strongest.json)
 #   precision --precision fp32, tf32 and bf16 for tiled, blas and fused (fused takes the tiled step
 #             in TF32 and BF16): 10 epochs at batch 64 and 512, epoch ms and test accuracy against
 #             FP32 in points, and the goal (within 0.3 points) (tools/peers/compare.py

@@ -133,7 +133,7 @@ MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "bfloat1
 def peer_contenders(args):
     """The peers in each of --precisions (their --matmul-precision; PyTorch's CPU in FP32 only)."""
     contenders = []
-    for key in args.peers:
+    for key in (k for k in PEERS if k in args.peers):  # PEERS' order: torch.compile last
         label, script, mode = PEERS[key]
         gpu_or_jax = script == "jax_mlp.py" or args.device == "gpu"
         for precision in args.peer_precisions if gpu_or_jax else ["fp32"]:
@@ -436,7 +436,8 @@ def goals(args, summary, wall):
         goal = f"batch {batch}: fastest mlp_train ≥ {GOAL_RATIO:g}× faster than the best peer"
         if not s or not s["ratio_peer_over_ours"]:
             why = ("not measured" if not s else "no mlp_train variant ran" if not s["fastest_mlp_train"]
-                   else "no peer ran")
+                   else "no FP32 peer ran" if "fp32" in args.peer_precisions
+                   else "no FP32 peer asked for (--precisions)")
             rows.append({"goal": goal, "measured": why, "status": "–"})
             continue
         ours, peer, ratio = s["fastest_mlp_train"], s["best_peer"], s["ratio_peer_over_ours"]
@@ -696,7 +697,8 @@ def main():
             "peer_runs": runs,
             "settings": {"epochs": args.epochs, "batches": args.batch, "threads": args.threads, "hidden": args.hidden,
                          "seed": args.seed, "lr": {b: learning_rate(args, b) for b in args.batch},
-                         "naive_min_batch": args.naive_min_batch, "precisions": args.precisions},
+                         "naive_min_batch": args.naive_min_batch, "precisions": args.precisions,
+                         "peer_precisions": args.peer_precisions},
             "contenders": contenders, "results": outcomes, "summary": summary, "goals": goal_rows,
             "precision": precision, "precision_goal": precision_goal, "leads": leads,
             "wall_check": wall, "markdown": markdown}, indent=1) + "\n")

@@ -256,11 +256,16 @@ def graph_run(torch, data, device, batch, lr, args, compile_step=False):
         train_loss, train_accuracy = loss_sum.item() / count, correct.item() / count  # synchronizes
         synchronize(torch, device)
         times.append(time.perf_counter() - start)
-    compiled_name = "torch.compile max-autotune, " if compile_step else ""
+    compiled_name = "torch.compile max-autotune-no-cudagraphs, " if compile_step else ""
     return times, train_loss, train_accuracy, model, compiled_name + name + " in a CUDA graph"
 
 
 def compile_run(torch, data, device, batch, lr, args):
+    """graph_run with the step compiled. Each run's step is a new closure of the same code, whose
+    compilations Dynamo keeps and counts together: forgotten first, so that several batches or
+    seeds in one process never reach its recompilation limit (past it, the step would run
+    uncompiled under the compiled name)."""
+    torch._dynamo.reset()
     return graph_run(torch, data, device, batch, lr, args, compile_step=True)
 
 
