@@ -10,10 +10,11 @@ Contenders (GPU, --device gpu):
   PyTorch eager  tools/peers/pytorch_mlp.py --modes eager: the usual loop
   PyTorch graph  tools/peers/pytorch_mlp.py --modes graph: the whole step captured as a CUDA graph,
                  fused SGD
-  PyTorch compiled  tools/peers/pytorch_mlp.py --modes compile: the same step through torch.compile
-                 (max-autotune, static shapes), then captured as one CUDA graph; in a process of
-                 its own (Inductor's compile workers stay behind), and minutes of autotuning a run
   JAX scan   tools/peers/jax_mlp.py: the whole epoch one jitted lax.scan, matmul precision "highest"
+  PyTorch compiled  tools/peers/pytorch_mlp.py --modes compile: the same step through torch.compile
+                 (max-autotune-no-cudagraphs, static shapes), then captured as one CUDA graph; last,
+                 in a process of its own (Inductor's compile workers stay behind), and minutes of
+                 autotuning a run
   At --precisions tf32 and bf16, every GPU peer runs at --matmul-precision "tensorfloat32" and
   "bfloat16" (PyTorch's bfloat16 is autocast: its activations are BF16 too).
   Every peer runs with and without its training sums (--peer-sums), JAX at each lax.scan unroll
