@@ -118,6 +118,10 @@ static const char USAGE_OUTPUT[] =
     "                          'compute' for graph-replayed steps and fused passes;\n"
     "                          'allreduce' under mpirun) and the start-up, and print a\n"
     "                          table per epoch and for the run\n"
+    "  --no-train-metrics      neither keep nor sum the training loss and accuracy (the\n"
+    "                          peers' switch of that name, for timing like with like):\n"
+    "                          their columns read '-', and only the evaluation's loss\n"
+    "                          stops a diverging run\n"
     "  --json                  print one JSON object with the configuration and results\n"
     "                          on stdout at the end (and nothing else on stdout)\n"
     "  --log FILE.csv          write the per-epoch results as CSV\n"
@@ -142,7 +146,8 @@ enum {
     OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_LABEL_SMOOTHING, OPT_SEED, OPT_ALLREDUCE,
     OPT_ALLREDUCE_OVERLAP, OPT_SHARDED_UPDATE, OPT_FUSED_PASS, OPT_SCHEDULE, OPT_WARMUP,
     OPT_SCHEDULE_EPOCHS,
-    OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE, OPT_JSON, OPT_LOG, OPT_QUIET,
+    OPT_VALIDATION, OPT_TEST_EACH_EPOCH, OPT_TARGET, OPT_PROFILE, OPT_NO_TRAIN_METRICS, OPT_JSON,
+    OPT_LOG, OPT_QUIET,
     OPT_SAVE, OPT_LOAD, OPT_EVAL, OPT_HELP, OPT_VERSION,
 };
 
@@ -176,6 +181,7 @@ static const struct option LONG_OPTIONS[] = {
     {"test-each-epoch", no_argument, NULL, OPT_TEST_EACH_EPOCH},
     {"target-accuracy", required_argument, NULL, OPT_TARGET},
     {"profile", no_argument, NULL, OPT_PROFILE},
+    {"no-train-metrics", no_argument, NULL, OPT_NO_TRAIN_METRICS},
     {"json", no_argument, NULL, OPT_JSON},
     {"log", required_argument, NULL, OPT_LOG},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -385,6 +391,7 @@ static bool parse_option(int code, const char *arg, cli_options *o, bool *pinned
             return usage_error("--target-accuracy wants an accuracy in (0, 1], such as 0.98, not '%s'", arg);
         return true;
     case OPT_PROFILE: o->profile = true; return true;
+    case OPT_NO_TRAIN_METRICS: o->no_train_metrics = true; return true;
     case OPT_JSON: o->json = true; return true;
     case OPT_LOG: o->log_path = arg; return true;
     case OPT_QUIET: o->quiet = true; return true;

@@ -42,6 +42,7 @@ typedef struct {
     bool fused_whole_always;    /* --impl fused: its kernel wherever it fits (--fused-pass whole) */
     bool fused_pass_given;
     bool profile, json, quiet, eval_only;
+    bool no_train_metrics; /* neither keep nor sum the training loss and accuracy */
     const char *log_path, *save_path, *load_path;
 } cli_options;
 

@@ -373,6 +373,7 @@ static bool start_trainer(run_state *s, char *err) {
         .shard_update = s->options.sharded_update,
         .profile = s->options.profile,
         .progress = !s->options.quiet && speaks(),
+        .skip_train_metrics = s->options.no_train_metrics,
     };
     float *params = s->have_checkpoint ? s->loaded.params : NULL;
     float *fresh = NULL;

@@ -6,6 +6,7 @@
 
 #include "util/atomic_file.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "app/version.h"
@@ -94,8 +95,12 @@ void report_outcome(FILE *out, const run_info *info, const run_outcome *r, int e
 }
 
 void report_epoch(FILE *out, const epoch_result *e) {
-    fprintf(out, "%5d %10.4f %8.2f%% %10.4f %8.2f%% %9.3f %12.0f", e->epoch, e->train_loss,
-            100 * e->train_accuracy, e->test_loss, 100 * e->test_accuracy, e->time_s,
+    fprintf(out, "%5d ", e->epoch);
+    if (isnan(e->train_loss)) /* not measured (--no-train-metrics) */
+        fprintf(out, "%10s %9s", "-", "-");
+    else
+        fprintf(out, "%10.4f %8.2f%%", e->train_loss, 100 * e->train_accuracy);
+    fprintf(out, " %10.4f %8.2f%% %9.3f %12.0f", e->test_loss, 100 * e->test_accuracy, e->time_s,
             e->images_per_s);
     if (e->test_set_evaluated)
         fprintf(out, " %10.4f %8.2f%%", e->test_set_loss, 100 * e->test_set_accuracy);
@@ -160,6 +165,12 @@ void report_phases(FILE *out, const char *title, const phase_totals *phases, dou
 
 /* ---- JSON ---- */
 
+/* A figure, or null where it was not measured (NaN). */
+static void json_number_or_null(FILE *out, double value) {
+    if (isnan(value)) fprintf(out, "null");
+    else fprintf(out, "%.9g", value);
+}
+
 static void json_config(FILE *out, const run_info *info) {
     const cli_options *o = info->options;
     fprintf(out, "\"config\": {\"device\": ");
@@ -198,9 +209,9 @@ static void json_config(FILE *out, const run_info *info) {
         json_write_string(out, info->all_reduce);
     else
         fprintf(out, "null");
-    fprintf(out, ", \"all_reduce_overlap\": %s, \"sharded_update\": %s}",
+    fprintf(out, ", \"all_reduce_overlap\": %s, \"sharded_update\": %s, \"train_metrics\": %s}",
             info->all_reduce_overlapped ? "true" : "false",
-            info->update_sharded ? "true" : "false");
+            info->update_sharded ? "true" : "false", o->no_train_metrics ? "false" : "true");
 }
 
 static void json_phases(FILE *out, const phase_totals *phases) {
@@ -233,12 +244,15 @@ void report_json(FILE *out, const run_info *info, const epoch_result *epochs, in
     double train_time = 0.0;
     for (int i = 0; i < count; i++) {
         const epoch_result *e = &epochs[i];
+        fprintf(out, "%s\n  {\"epoch\": %d, \"train_loss\": ", i ? "," : "", e->epoch);
+        json_number_or_null(out, e->train_loss);
+        fprintf(out, ", \"train_accuracy\": ");
+        json_number_or_null(out, e->train_accuracy);
         fprintf(out,
-                "%s\n  {\"epoch\": %d, \"train_loss\": %.9g, \"train_accuracy\": %.9g, "
-                "\"%s_loss\": %.9g, \"%s_accuracy\": %.9g, \"time_s\": %.9g, "
+                ", \"%s_loss\": %.9g, \"%s_accuracy\": %.9g, \"time_s\": %.9g, "
                 "\"images_per_s\": %.9g, \"eval_time_s\": %.9g",
-                i ? "," : "", e->epoch, e->train_loss, e->train_accuracy, eval, e->test_loss,
-                eval, e->test_accuracy, e->time_s, e->images_per_s, e->eval_time_s);
+                eval, e->test_loss, eval, e->test_accuracy, e->time_s, e->images_per_s,
+                e->eval_time_s);
         if (e->test_set_evaluated)
             fprintf(out, ", \"test_loss\": %.9g, \"test_accuracy\": %.9g", e->test_set_loss,
                     e->test_set_accuracy);
@@ -289,8 +303,12 @@ static bool write_csv(FILE *out, const void *contents) {
             rows->evaluated, rows->evaluated, tested ? ",test_loss,test_accuracy" : "");
     for (int i = 0; i < rows->count; i++) {
         const epoch_result *e = &rows->epochs[i];
-        fprintf(out, "%d,%.9g,%.9g,%.9g,%.9g,%.9g,%.9g", e->epoch, e->train_loss,
-                e->train_accuracy, e->test_loss, e->test_accuracy, e->time_s, e->images_per_s);
+        if (isnan(e->train_loss)) /* not measured (--no-train-metrics): empty fields */
+            fprintf(out, "%d,,,", e->epoch);
+        else
+            fprintf(out, "%d,%.9g,%.9g,", e->epoch, e->train_loss, e->train_accuracy);
+        fprintf(out, "%.9g,%.9g,%.9g,%.9g", e->test_loss, e->test_accuracy, e->time_s,
+                e->images_per_s);
         if (tested) fprintf(out, ",%.9g,%.9g", e->test_set_loss, e->test_set_accuracy);
         fprintf(out, "\n");
     }

@@ -98,7 +98,7 @@ typedef struct {
     float *bias_grad;        /* classes */
     float *hidden_delta;     /* rows×in */
     float *hidden_bias_grad; /* in */
-    float *row_loss, *row_correct; /* at o + r, o = cursor->first_row */
+    float *row_loss, *row_correct; /* at o + r, o = cursor->first_row; NULL: not wanted */
     const pass_cursor *cursor;     /* NULL: o = 0 */
 } output_layer_step;
 
@@ -161,7 +161,8 @@ typedef struct {
     batch_feed *feed;                  /* the pass's samples, in the order feed_start_pass set */
     int samples;                       /* samples in the pass */
     int batch;                         /* rows per step; the last step takes the remainder */
-    float *row_loss, *row_correct;     /* per-sample loss and correctness, samples each */
+    float *row_loss, *row_correct;     /* per-sample loss and correctness, samples each (NULL:
+                                        * not wanted, --no-train-metrics) */
     pass_cursor *cursor;               /* {0, updates so far} before; past the last step after */
     float label_smoothing;             /* of the training loss (label_smoothing.h) */
 } training_pass;
@@ -197,6 +198,7 @@ struct backend {
      * smoothed by label_smoothing (label_smoothing.h; 0 for the plain loss):
      *   row_loss[o+r]    = logsumexp(logits[r]) - sum over c of target[r][c]·logits[r][c]
      *   row_correct[o+r] = 1 if argmax(logits[r]) == labels[r] else 0  (first maximum wins)
+     *                      (row_loss and row_correct each skipped if NULL)
      *   prediction[o+r]  = argmax(logits[r])                              (skipped if NULL)
      *   grad[r][c]       = grad_scale * (softmax(logits[r])[c] - target[r][c])  (skipped if NULL)
      *   bias_grad[c]     = sum over r of grad[r][c]: the output layer's bias gradient

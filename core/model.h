@@ -68,7 +68,7 @@ void mlp_forward(mlp_model *model, const float *x, int rows);
 
 /* Where a pass's per-sample results go (each indexed by the sample's place in the pass). */
 typedef struct {
-    float *row_loss;
+    float *row_loss;     /* NULL (with row_correct): not wanted (--no-train-metrics) */
     float *row_correct;
     int32_t *prediction; /* NULL: not wanted */
 } pass_metrics;

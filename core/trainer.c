@@ -416,7 +416,7 @@ trainer *trainer_create(backend *be, const mlp_shape *shape, const dataset *trai
     t->reduces_early = mlp_reduces_early(t->model);
     if (train) {
         t->train_feed = be->feed_create(be, train, largest_share(&t->plan), config->feed);
-        t->train_metrics = metrics_create(be, train->count);
+        if (!config->skip_train_metrics) t->train_metrics = metrics_create(be, train->count);
         t->mode = choose_pass_mode(t);
         if (t->mode == PASS_RECORDED) record_steps(t);
     }
@@ -549,11 +549,15 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     double started = wall_seconds();
     train_pass(t, steps);
     gather_optimizer_state(t);
-    phase_begin(t->profile, PHASE_D2H);
-    metrics_queue(t, &t->train_metrics, t->plan.samples, true);
-    phase_end(t->profile, PHASE_D2H);
+    result->train_loss = result->train_accuracy = NAN;
+    if (!t->config.skip_train_metrics) {
+        phase_begin(t->profile, PHASE_D2H);
+        metrics_queue(t, &t->train_metrics, t->plan.samples, true);
+        phase_end(t->profile, PHASE_D2H);
+    }
     wait_for_device(t);
-    metrics_mean(t, train->count, &result->train_loss, &result->train_accuracy);
+    if (!t->config.skip_train_metrics)
+        metrics_mean(t, train->count, &result->train_loss, &result->train_accuracy);
     result->time_s = wall_seconds() - started;
     result->images_per_s = train->count / result->time_s;
     progress_epoch_end(&t->progress);
@@ -569,14 +573,19 @@ bool trainer_run_epoch(trainer *t, int epochs_in_run, epoch_result *result, char
     nvtx_range_pop();
 
     t->epochs_done = epoch;
-    if (!isfinite(result->train_loss) || !isfinite(result->test_loss)) {
+    bool train_finite = t->config.skip_train_metrics || isfinite(result->train_loss);
+    if (train_finite && isfinite(result->test_loss)) return true;
+    if (t->config.skip_train_metrics)
+        snprintf(err, err_size,
+                 "training diverged in epoch %d: the evaluation's loss is %g (the training loss "
+                 "was not summed: --no-train-metrics); try a smaller --lr (it was %g)",
+                 epoch, result->test_loss, t->config.optimizer.lr);
+    else
         snprintf(err, err_size,
                  "training diverged in epoch %d: the loss is %g (train) and %g (test); "
                  "try a smaller --lr (it was %g)",
                  epoch, result->train_loss, result->test_loss, t->config.optimizer.lr);
-        return false;
-    }
-    return true;
+    return false;
 }
 
 void trainer_evaluate(trainer *t, double *loss, double *accuracy,

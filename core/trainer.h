@@ -50,12 +50,15 @@ typedef struct {
     bool shard_update;
     bool profile;  /* time each phase with the backend's stamps */
     bool progress; /* progress on stderr */
+    /* the training loss and accuracy neither kept per sample nor summed (--no-train-metrics):
+     * epoch_result's are NaN, and only the evaluation's loss can show a divergence */
+    bool skip_train_metrics;
 } train_config;
 
 typedef struct {
     int epoch;               /* counts from 1, continuing the epochs of a loaded checkpoint */
-    double train_loss;       /* mean over the epoch's batches, as the weights moved */
-    double train_accuracy;   /* fraction */
+    double train_loss;       /* mean over the epoch's batches, as the weights moved; NaN */
+    double train_accuracy;   /* fraction; NaN      with train_config's skip_train_metrics */
     double test_loss;
     double test_accuracy;
     double time_s;           /* the training pass, wall clock, metrics read back */

@@ -120,7 +120,8 @@ static void softmax_cross_entropy(backend *be, const float *logits, const uint8_
     double started = wall_seconds();
     int32_t o = first_row(cursor);
     cpu_softmax_cross_entropy(logits, labels, rows, classes, grad_scale, label_smoothing, grad,
-                              row_loss + o, row_correct + o, prediction ? prediction + o : NULL);
+                              row_loss ? row_loss + o : NULL, row_correct ? row_correct + o : NULL,
+                              prediction ? prediction + o : NULL);
     if (bias_grad) cpu_column_sums(grad, rows, classes, bias_grad);
     count_other(be, started);
 }

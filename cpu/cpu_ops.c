@@ -83,8 +83,8 @@ void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, 
         for (int c = 0; c < classes; c++)
             target_logit += (c == label ? targets.label : targets.other) * (logits[c] - max);
     }
-    *loss = logf(sum) - target_logit;
-    *correct = (best == label) ? 1.0f : 0.0f;
+    if (loss) *loss = logf(sum) - target_logit;
+    if (correct) *correct = (best == label) ? 1.0f : 0.0f;
     if (prediction) *prediction = best;
     if (grad) {
         for (int c = 0; c < classes; c++) {
@@ -102,7 +102,8 @@ void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int r
     for (int r = 0; r < rows; r++) {
         size_t offset = (size_t)r * classes;
         cpu_softmax_cross_entropy_row(logits + offset, labels[r], classes, grad_scale, targets,
-                                      grad ? grad + offset : NULL, &row_loss[r], &row_correct[r],
+                                      grad ? grad + offset : NULL, row_loss ? &row_loss[r] : NULL,
+                                      row_correct ? &row_correct[r] : NULL,
                                       prediction ? &prediction[r] : NULL);
     }
 }

@@ -195,8 +195,10 @@ static void run_chunk(const output_layer_step *p, layer_size s, const float *wp,
     for (int r = 0; r < CHUNK_ROWS; r++) {
         if (r < rows)
             cpu_softmax_cross_entropy_row(logits[r], p->labels[first + r], s.C, p->grad_scale,
-                                          targets, dl[r], &p->row_loss[metrics_row + r],
-                                          &p->row_correct[metrics_row + r], NULL);
+                                          targets, dl[r],
+                                          p->row_loss ? &p->row_loss[metrics_row + r] : NULL,
+                                          p->row_correct ? &p->row_correct[metrics_row + r] : NULL,
+                                          NULL);
         for (int c = r < rows ? s.C : 0; c < s.CP; c++) dl[r][c] = 0.0f;
     }
     float *dbh = plane, *dw = plane + s.HP, *db = plane + s.HP + (size_t)s.H * s.CP;

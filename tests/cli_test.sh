@@ -244,6 +244,23 @@ expect 1 'training diverged in epoch 1' -- "$mlp_train" "${quick[@]}" --lr 10000
 checks=$((checks + 1))
 [ ! -e "$work/nan.ckpt" ] || fail "a diverged run saved a checkpoint"
 
+expect 1 "training diverged in epoch 1: the evaluation's loss is" -- \
+    "$mlp_train" "${quick[@]}" --lr 100000 --no-train-metrics
+
+# --no-train-metrics: the same training, its metrics marked as not measured in every output
+expect 0 '^ +1 +- +- +0\.[0-9]{4} ' -- "$mlp_train" "${quick[@]}" --no-train-metrics --log "$work/untracked.csv"
+checks=$((checks + 1))
+[ "$(sed -n 2p "$work/untracked.csv" | cut -d, -f1-3)" = "1,," ] &&
+    [ "$(sed -n 2p "$work/untracked.csv" | cut -d, -f4)" = "$(sed -n 2p "$work/log.csv" | cut -d, -f4)" ] ||
+    fail "--no-train-metrics --log: $(cat "$work/untracked.csv") against $(cat "$work/log.csv")"
+if command -v python3 >/dev/null; then
+    checks=$((checks + 1))
+    "$mlp_train" "${quick[@]}" --no-train-metrics --json >"$work/untracked.json" 2>/dev/null &&
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); e=d["epochs"][0]
+assert e["train_loss"] is None and e["train_accuracy"] is None and d["config"]["train_metrics"] is False' \
+            "$work/untracked.json" || fail "--no-train-metrics --json: $(head -c 300 "$work/untracked.json")"
+fi
+
 if [ $failures -ne 0 ]; then
     echo "cli_test: $failures of $checks checks failed" >&2
     exit 1

@@ -8,7 +8,8 @@
 #   e.g. determinism_test.sh build/mlp_train data/mnist cpu naive tiled blas --threads 2
 # Options (everything from the first argument starting with '-') go to every run, except
 # "--threads A,B": then the first run uses A threads and the second B (and the other seed's
-# run A), which asks for the same bits whatever the thread count.
+# run A), which asks for the same bits whatever the thread count; and "--second-with OPTION":
+# the second run alone adds OPTION, which asks for the same bits with it as without.
 # --impl fused must run its whole-epoch kernel (the header says so), not fall back to tiled.
 # Exits 77 (skipped) for DEVICE gpu where no GPU is present.
 set -u
@@ -20,9 +21,13 @@ impls=()
 while [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; do impls+=("$1"); shift; done
 options=()
 threads=("" "")
+second_only=()
 while [ $# -gt 0 ]; do
     if [ "$1" = --threads ] && [ $# -gt 1 ]; then
         threads=("${2%%,*}" "${2#*,}")
+        shift 2
+    elif [ "$1" = --second-with ] && [ $# -gt 1 ]; then
+        second_only=("$2")
         shift 2
     else
         options+=("$1")
@@ -57,13 +62,13 @@ for split in train:$TRAIN_IMAGES t10k:$TEST_IMAGES; do
     done
 done
 
-# train NAME IMPL SEED THREADS: one epoch, saved to $work/NAME.ckpt; exit status of mlp_train.
-# fused runs its kernel (--fused-pass whole): at batch 512 it would take the tiled step.
+# train NAME IMPL SEED THREADS [OPTION...]: one epoch, saved to $work/NAME.ckpt; exit status of
+# mlp_train. fused runs its kernel (--fused-pass whole): at batch 512 it would take the tiled step.
 train() {
     local kernel=()
     [ "$2" = fused ] && kernel=(--fused-pass whole)
     "$mlp_train" --device "$device" --impl "$2" "${kernel[@]}" --data "$work/data" --epochs 1 --batch 512 \
-        --seed "$3" ${4:+--threads "$4"} --quiet "${options[@]}" --save "$work/$1.ckpt" \
+        --seed "$3" ${4:+--threads "$4"} --quiet "${options[@]}" "${@:5}" --save "$work/$1.ckpt" \
         >"$work/$1.out" 2>&1
 }
 
@@ -71,6 +76,7 @@ for impl in "${impls[@]}"; do
     what="$device $impl${options[*]:+ ${options[*]}}"
     [ -z "${threads[0]}" ] || what="$what --threads ${threads[0]}"
     [ "${threads[1]}" = "${threads[0]}" ] || what="$what,${threads[1]}"
+    [ ${#second_only[@]} -eq 0 ] || what="$what, the second run with ${second_only[*]}"
     if ! train first "$impl" 42 "${threads[0]}"; then
         if [ "$device" = gpu ] && grep -q 'no GPU here' "$work/first.out"; then
             echo "skipped: $(cat "$work/first.out")"
@@ -79,7 +85,7 @@ for impl in "${impls[@]}"; do
         fail "$what: mlp_train failed: $(tail -3 "$work/first.out")"
         continue
     fi
-    train second "$impl" 42 "${threads[1]}" && train other_seed "$impl" 43 "${threads[0]}" || {
+    train second "$impl" 42 "${threads[1]}" "${second_only[@]}" && train other_seed "$impl" 43 "${threads[0]}" || {
         fail "$what: mlp_train failed: $(tail -3 "$work/second.out" "$work/other_seed.out")"
         continue
     }

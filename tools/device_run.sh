@@ -24,8 +24,9 @@
 #             PyTorch eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and
 #             2048, and whole 10-epoch processes at batch 512 (compare_gpu.md, compare_gpu.json)
 #   strongest tools/peers/compare.py: tiled and fused against the peers at their strongest (JAX,
-#             PyTorch's CUDA graph, PyTorch compiled; no training sums) at STRONGEST_BATCHES
-#             (default 512 2048) and STRONGEST_PRECISIONS (default fp32); torch.compile's
+#             PyTorch's CUDA graph, PyTorch compiled) at STRONGEST_BATCHES (default 512 2048) and
+#             STRONGEST_PRECISIONS (default fp32), in the pairing without training sums on either
+#             side, the one that binds (STRONGEST_SUMS="with without" for both); torch.compile's
 #             autotuning takes 2-3 minutes a batch and precision, so more than two of them
 #             may not fit one 10-minute call (strongest.md, strongest.json)
 #   precision --precision fp32, tf32 and bf16 for tiled, blas and fused (fused takes the tiled step
@@ -377,7 +378,7 @@ stage_compare() {
 stage_strongest() {
     python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu \
         --batch ${STRONGEST_BATCHES:-512 2048} --precisions ${STRONGEST_PRECISIONS:-fp32} --impls tiled fused \
-        --graph on --peers torch-graph jax-scan torch-compile --peer-sums without --jax-unroll 1 4 \
+        --graph on --peers torch-graph jax-scan torch-compile --sums ${STRONGEST_SUMS:-without} --jax-unroll 1 4 \
         --epochs 6 --wall-runs 0 --json "$out/strongest.json" 2>"$out/strongest.log" | tee "$out/strongest.md"
     local s=${PIPESTATUS[0]}
     [ "$s" -eq 0 ] || tail -20 "$out/strongest.log"
@@ -386,7 +387,7 @@ stage_strongest() {
 
 stage_precision() {
     python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu --impls tiled blas fused \
-        --graph on --peers --batch 64 512 --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16 \
+        --graph on --peers --sums with --batch 64 512 --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16 \
         --json "$out/precision.json" 2>"$out/precision.log" | tee "$out/precision.md"
     local s=${PIPESTATUS[0]}
     [ "$s" -eq 0 ] || tail -20 "$out/precision.log"

@@ -333,10 +333,8 @@ __device__ void softmax(const fused_mlp_args &a, const step_plan &p) {
         float target_logit = label_logit - max; /* sum over c of target[c]·(logit[c] - max) */
         if (a.label_smoothing != 0.0f)
             target_logit = warp_sum(lane < C ? target * (my_logit - max) : 0.0f);
-        if (lane == 0) {
-            a.row_loss[p.first + r] = log_sum - target_logit;
-            a.row_correct[p.first + r] = best == label ? 1.0f : 0.0f;
-        }
+        if (lane == 0 && a.row_loss) a.row_loss[p.first + r] = log_sum - target_logit;
+        if (lane == 0 && a.row_correct) a.row_correct[p.first + r] = best == label ? 1.0f : 0.0f;
         if (lane < C)
             a.dlogits[(size_t)r * C + lane] =
                 (expf(my_logit - max - log_sum) - target) / p.rows;

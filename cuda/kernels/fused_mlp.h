@@ -42,7 +42,7 @@ struct fused_mlp_args {
     smoothed_targets targets; /* its targets' values */
 
     int samples, batch;    /* the pass: samples rows, batch rows a step (the last: the rest) */
-    float *row_loss, *row_correct; /* per sample of the pass */
+    float *row_loss, *row_correct; /* per sample of the pass; NULL: not wanted */
     pass_cursor *cursor;   /* read at the start (Adam's step count), set past the pass at the end */
 
     /* scratch in device memory (fused_pass.cu sizes it) */

@@ -180,10 +180,8 @@ __device__ void output_row(const output_layer_step &p, const float *wt, const fl
         target_logit = sum_over_classes(term, LANES_PER_CLASS);
     }
     float dlogit = p.grad_scale * (e / sum - target);
-    if (lane == 0) {
-        p.row_loss[first_row + row] = logf(sum) - target_logit;
-        p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
-    }
+    if (lane == 0 && p.row_loss) p.row_loss[first_row + row] = logf(sum) - target_logit;
+    if (lane == 0 && p.row_correct) p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
     if (lane % LANES_PER_CLASS == 0 && my_class < CLASSES) dlogit_rows[slot * CLASSES + my_class] = dlogit;
 
     float dlogits[CLASSES]; /* every class's, in every lane */

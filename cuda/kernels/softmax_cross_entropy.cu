@@ -63,8 +63,8 @@ __device__ void softmax_row(const softmax_args &p, int row, int first_row, float
         target_logit = warp_sum(part);
     }
     if (lane == 0) {
-        p.row_loss[first_row + row] = log_sum - target_logit;
-        p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
+        if (p.row_loss) p.row_loss[first_row + row] = log_sum - target_logit;
+        if (p.row_correct) p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
         if (p.prediction) p.prediction[first_row + row] = best;
     }
     if (p.grad) {

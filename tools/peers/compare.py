@@ -17,9 +17,11 @@ Contenders (GPU, --device gpu):
                  autotuning a run
   At --precisions tf32 and bf16, every GPU peer runs at --matmul-precision "tensorfloat32" and
   "bfloat16" (PyTorch's bfloat16 is autocast: its activations are BF16 too).
-  Every peer runs with and without its training sums (--peer-sums), JAX at each lax.scan unroll
-  (--jax-unroll 1 2 4 8): the fastest configuration is the peer's figure, named in the notes, and
-  every ratio is against it, at the same precision (the "same precision" table).
+  Every contender runs with and without its training-loss and accuracy sums (--sums; mlp_train's
+  --no-train-metrics), JAX at each lax.scan unroll (--jax-unroll 1 2 4 8). A ratio is taken in
+  each pairing, sums on both sides and sums on neither, each side at its fastest configuration
+  in that pairing (named in the notes), at the same precision; a lead counts only as far as it
+  holds in both: the ratio shown and judged is the smaller.
   --precisions fp32 tf32 bf16: each of tiled, blas and fused also with --precision tf32 and bf16
              (the GEMMs' products on tensor cores): rows of their own, not counted as the fastest
              FP32 mlp_train, and a table of each against its FP32 run: epoch ms and test accuracy,
@@ -32,13 +34,14 @@ Every contender trains the same job: 784-256-10 (--hidden), ReLU, softmax cross-
 with momentum 0.9, mlp_train's default learning rate for the batch (passed to every contender
 as --lr), He-uniform initial weights, MNIST normalized as mlp_train does, FP32, the data set
 resident on the device, batches gathered there in a fresh shuffled order each epoch, the last
-partial batch trained on, the training loss and accuracy summed on the device and read back at
-the end of the epoch.
+partial batch trained on, and (in the pairing with sums) the training loss and accuracy summed
+on the device and read back at the end of the epoch.
 
 Epoch time: each contender's own clock around its training pass (mlp_train's per-epoch "time_s";
 the peers measure the same span, see their headers), the median over epochs 2..N (--epochs N,
 default 5): the first epoch (warm-up, graph capture, JIT compilation) is not counted. The ratio
-column is the best peer's time over the fastest mlp_train's: above 1 means mlp_train is faster.
+column is the best peer's time over the fastest mlp_train's in each pairing, and the smaller of
+the two: above 1 means mlp_train is faster.
 Test accuracy: after the last epoch.
 
 On the GPU the tool also times whole processes: --wall-runs (3) runs of
@@ -148,7 +151,7 @@ def peer_configurations(args, script, precision):
     """Every configuration a peer runs in, as extra arguments: with and without its training
     sums (--peer-sums), at its matmul precision, and for JAX each lax.scan unroll (--jax-unroll).
     The fastest is the peer's figure: peers are compared at their strongest."""
-    sums = [[] if s == "with" else ["--no-train-metrics"] for s in args.peer_sums]
+    sums = [[] if s == "with" else ["--no-train-metrics"] for s in args.sums]
     precision_args = ["--matmul-precision", MATMUL_PRECISION[precision]]
     if script != "jax_mlp.py":
         return [s + precision_args for s in sums]
@@ -168,16 +171,27 @@ def peer_process(contender):
     return contender["script"], contender["precision"], contender["mode"] == "compile"
 
 
+def sums_setting(extra):
+    """'with' or 'without': the training sums of a configuration."""
+    return "without" if "--no-train-metrics" in extra else "with"
+
+
 def run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
     """The group's contenders (one script, one precision) in every configuration; each keeps its
-    fastest run, named in its note and its 'configuration'."""
+    fastest run, named in its note and its 'configuration', and in 'by_sums' its fastest with and
+    without the sums (epoch_s and configuration of each)."""
     best = {}
     for extra in peer_configurations(args, script, group[0]["precision"]):
         for o in run_peer_script(args, script, group, batch, threads, absent_frameworks, runs, extra):
             o["configuration"] = configuration_name(extra)
             kept = best.get(o["contender"])
+            by_sums = kept.get("by_sums", {}) if kept else {}
+            setting = sums_setting(extra)
+            if o["status"] == "ok" and (setting not in by_sums or o["epoch_s"] < by_sums[setting]["epoch_s"]):
+                by_sums[setting] = {"epoch_s": o["epoch_s"], "configuration": o["configuration"]}
             if kept is None or (o["status"] == "ok" and (kept["status"] != "ok" or o["epoch_s"] < kept["epoch_s"])):
                 best[o["contender"]] = o
+            best[o["contender"]]["by_sums"] = by_sums
     for o in best.values():
         if o["status"] == "ok":
             o["note"] = o["configuration"]
@@ -194,7 +208,7 @@ def outcome(contender, batch, threads, status, note="", **figures):
             "batch": batch, "threads": threads, "status": status, "note": note, **figures}
 
 
-def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="fp32"):
+def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="fp32", sums=True):
     command = [str(args.mlp_train), "--device", args.device, "--impl", impl, "--data", str(args.data),
                "--batch", str(batch), "--epochs", str(epochs), "--hidden", args.hidden,
                "--seed", str(args.seed), "--json", "--quiet"]
@@ -204,18 +218,37 @@ def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="
         command += ["--graph", graph]
     if precision != "fp32":
         command += ["--precision", precision]
+    if not sums:
+        command += ["--no-train-metrics"]
     if threads:
         command += ["--threads", str(threads)]
     return command
 
 
 def run_ours(args, contender, batch, threads):
+    """The contender in each --sums setting: its outcome is the first setting's run (with the
+    sums, unless only without was asked for), 'by_sums' has each setting's epoch time."""
     if contender["impl"] == "naive" and batch < args.naive_min_batch:
         return outcome(contender, batch, threads, "skipped", f"naive runs from batch {args.naive_min_batch} on")
     if contender["impl"] == "fused" and args.device == "cpu":
         return outcome(contender, batch, threads, "skipped", "--impl fused is GPU only")
+    first, by_sums = None, {}
+    for setting in args.sums:
+        o = run_ours_once(args, contender, batch, threads, setting == "with")
+        if o["status"] == "ok" and o["as_asked"]:
+            by_sums[setting] = {"epoch_s": o["epoch_s"], "configuration": configuration_name(
+                [] if setting == "with" else ["--no-train-metrics"])}
+        if first is None:
+            first = o
+        elif o["status"] != "ok" and first["status"] == "ok":
+            first = o  # a failure in either setting is the contender's
+    first["by_sums"] = by_sums
+    return first
+
+
+def run_ours_once(args, contender, batch, threads, sums):
     command = mlp_train_command(args, contender["impl"], batch, args.epochs, threads, contender["graph"],
-                                learning_rate(args, batch), contender["precision"])
+                                learning_rate(args, batch), contender["precision"], sums)
     done, wall = run_process(command, args.timeout)
     if done is None:
         return outcome(contender, batch, threads, "timeout", f"past {args.timeout} s", command=command)
@@ -313,17 +346,55 @@ def fastest(outcomes, kind):
     return min(ok, key=lambda o: o["epoch_s"]) if ok else None
 
 
-def summarize(rows):
-    """Per (threads, batch): the fastest mlp_train, the best peer and their ratio."""
+SUMS_NAMES = {"with": "sums", "without": "no sums"}
+
+
+def pairings(args, outcomes, precision):
+    """For each --sums setting: the fastest mlp_train run in it (as asked) against the fastest peer
+    configuration in it, at `precision`, and their ratio (peer over ours)."""
+    found = {}
+    for setting in args.sums:
+        def best(kind):
+            ok = [o for o in outcomes if o["kind"] == kind and o["status"] == "ok" and o.get("as_asked", True)
+                  and o.get("precision", "fp32") == precision and setting in o.get("by_sums", {})]
+            return min(ok, key=lambda o: o["by_sums"][setting]["epoch_s"], default=None)
+        ours, peer = best("mlp_train"), best("peer")
+        if ours and peer:
+            ours_s, peer_s = ours["by_sums"][setting]["epoch_s"], peer["by_sums"][setting]["epoch_s"]
+            found[setting] = {"ours": ours["label"], "ours_epoch_s": ours_s,
+                              "peer": f"{peer['label']} ({peer['by_sums'][setting]['configuration']})",
+                              "peer_epoch_s": peer_s, "ratio": peer_s / ours_s}
+    return found
+
+
+def judged_ratio(args, pairs):
+    """The lead that holds in every pairing: the smallest ratio, or None unless every --sums
+    setting has its pairing."""
+    if not pairs or any(s not in pairs for s in args.sums):
+        return None
+    return min(p["ratio"] for p in pairs.values())
+
+
+def ratio_text(pairs, ratio):
+    """'1.94× (sums 2.71×, no sums 1.94×)'."""
+    if ratio is None:
+        return "–"
+    return f"{ratio:.2f}× (" + ", ".join(f"{SUMS_NAMES[s]} {p['ratio']:.2f}×" for s, p in pairs.items()) + ")"
+
+
+def summarize(args, rows):
+    """Per (threads, batch): the fastest mlp_train, the best peer, the FP32 pairings and the ratio
+    judged (the smaller of the pairings')."""
     summary = []
     for (threads, batch), outcomes in rows.items():
         ours, peer = fastest(outcomes.values(), "mlp_train"), fastest(outcomes.values(), "peer")
+        pairs = pairings(args, list(outcomes.values()), "fp32")
         summary.append({"threads": threads, "batch": batch,
                         "fastest_mlp_train": ours and {"contender": ours["label"], "epoch_s": ours["epoch_s"],
                                                        "test_accuracy": ours["test_accuracy"]},
                         "best_peer": peer and {"contender": peer["label"], "epoch_s": peer["epoch_s"],
                                                "test_accuracy": peer["test_accuracy"]},
-                        "ratio_peer_over_ours": peer["epoch_s"] / ours["epoch_s"] if ours and peer else None})
+                        "pairings": pairs, "ratio_peer_over_ours": judged_ratio(args, pairs)})
     return summary
 
 
@@ -343,7 +414,7 @@ def markdown_tables(args, contenders, rows, summary):
         ours, peer, ratio = s["fastest_mlp_train"], s["best_peer"], s["ratio_peer_over_ours"]
         cells += [f"{milliseconds(ours['epoch_s'])} ms ({ours['contender']})" if ours else "–",
                   f"{milliseconds(peer['epoch_s'])} ms ({peer['contender']})" if peer else "–",
-                  f"{ratio:.2f}×" if ratio else "–"]
+                  ratio_text(s["pairings"], ratio)]
         lines.append("| " + " | ".join(row_lead(threads, batch) + cells) + " |")
 
     # test accuracy
@@ -357,28 +428,28 @@ def markdown_tables(args, contenders, rows, summary):
 
 
 def precision_leads(args, rows):
-    """Per batch and precision: the fastest mlp_train run in that precision (as asked) against the
-    fastest peer configuration in it."""
+    """Per batch, precision and --sums setting: the fastest mlp_train run (as asked) against the
+    fastest peer configuration, both in that setting; and the ratio judged, the smallest."""
     leads = []
     for (threads, batch), outcomes in rows.items():
         for precision in args.precisions:
-            ok = [o for o in outcomes.values() if o["status"] == "ok" and o.get("precision", "fp32") == precision
-                  and o.get("as_asked", True)]
-            ours = min((o for o in ok if o["kind"] == "mlp_train"), key=lambda o: o["epoch_s"], default=None)
-            peer = min((o for o in ok if o["kind"] == "peer"), key=lambda o: o["epoch_s"], default=None)
-            if ours and peer:
-                leads.append({"batch": batch, "threads": threads, "precision": precision, "ours": ours["label"],
-                              "ours_epoch_s": ours["epoch_s"], "peer": f"{peer['label']} ({peer.get('configuration')})",
-                              "peer_epoch_s": peer["epoch_s"], "ratio": peer["epoch_s"] / ours["epoch_s"]})
+            pairs = pairings(args, list(outcomes.values()), precision)
+            if pairs:
+                leads.append({"batch": batch, "threads": threads, "precision": precision, "pairings": pairs,
+                              "ratio": judged_ratio(args, pairs)})
     return leads
 
 
 def lead_lines(leads):
-    lines = ["", "Against the fastest peer configuration at the same precision:", "",
-             "| batch | precision | fastest mlp_train | ms | fastest peer | ms | ratio (peer/ours) |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['batch']} | {r['precision']} | {r['ours']} | {milliseconds(r['ours_epoch_s'])} | {r['peer']} | "
-              f"{milliseconds(r['peer_epoch_s'])} | {r['ratio']:.2f}× |" for r in leads]
+    lines = ["", "Against the fastest peer configuration at the same precision, in each pairing (the training "
+             "sums on both sides, or on neither); a lead holds as far as the smaller ratio:", "",
+             "| batch | precision | sums | fastest mlp_train | ms | fastest peer | ms | ratio (peer/ours) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in leads:
+        for setting, p in r["pairings"].items():
+            lines.append(f"| {r['batch']} | {r['precision']} | {SUMS_NAMES[setting]} | {p['ours']} | "
+                         f"{milliseconds(p['ours_epoch_s'])} | {p['peer']} | {milliseconds(p['peer_epoch_s'])} | "
+                         f"{p['ratio']:.2f}× |")
     return lines
 
 
@@ -434,17 +505,22 @@ def goals(args, summary, wall):
     rows = []
     for batch in GOAL_BATCHES:
         s = by_batch.get(batch)
-        goal = f"batch {batch}: fastest mlp_train ≥ {GOAL_RATIO:g}× faster than the best peer"
+        goal = (f"batch {batch}: fastest mlp_train ≥ {GOAL_RATIO:g}× faster than the best peer, sums on both "
+                "sides and on neither")
         if not s or not s["ratio_peer_over_ours"]:
             why = ("not measured" if not s else "no mlp_train variant ran" if not s["fastest_mlp_train"]
-                   else "no FP32 peer ran" if "fp32" in args.peer_precisions
-                   else "no FP32 peer asked for (--precisions)")
+                   else "no FP32 peer asked for (--precisions)" if "fp32" not in args.peer_precisions
+                   else "no FP32 peer ran" if not s["best_peer"]
+                   else "not every pairing ran: " + ", ".join(SUMS_NAMES[x] for x in args.sums
+                                                              if x not in s["pairings"]) + " missing")
             rows.append({"goal": goal, "measured": why, "status": "–"})
             continue
-        ours, peer, ratio = s["fastest_mlp_train"], s["best_peer"], s["ratio_peer_over_ours"]
+        ratio = s["ratio_peer_over_ours"]
+        measured = "; ".join(f"{SUMS_NAMES[setting]}: {p['ratio']:.2f}× ({p['ours']} {milliseconds(p['ours_epoch_s'])} "
+                             f"ms, {p['peer']} {milliseconds(p['peer_epoch_s'])} ms)"
+                             for setting, p in s["pairings"].items())
         rows.append({"goal": goal, "value": ratio, "status": "met" if ratio >= GOAL_RATIO else "not yet",
-                     "measured": f"{ratio:.2f}× ({ours['contender']} {milliseconds(ours['epoch_s'])} ms, "
-                                 f"{peer['contender']} {milliseconds(peer['epoch_s'])} ms)"})
+                     "measured": f"{ratio:.2f}×, the smaller of {measured}"})
     for batch, limit in MOONSHOTS:
         s = by_batch.get(batch)
         goal = f"moonshot: batch {batch} epoch under {1e3 * limit:g} ms"
@@ -583,9 +659,11 @@ def parse_arguments():
                         help="run --impl naive only from this batch size on (it is slow at small batches)")
     parser.add_argument("--peers", nargs="*", choices=list(PEERS),
                         help="default: every peer on the GPU, torch-eager on the CPU")
-    parser.add_argument("--peer-sums", nargs="+", default=["with", "without"], choices=["with", "without"],
-                        help="run the peers with and/or without their training-loss and accuracy sums; "
-                             "the faster counts (default: both)")
+    parser.add_argument("--sums", "--peer-sums", dest="sums", nargs="+", default=["with", "without"],
+                        choices=["with", "without"],
+                        help="run every contender with and/or without its training-loss and accuracy sums "
+                             "(mlp_train's --no-train-metrics); each setting is a pairing, and a ratio holds as "
+                             "far as the smaller pairing's (default: both)")
     parser.add_argument("--jax-unroll", type=int, nargs="+", default=[1, 2, 4, 8],
                         help="lax.scan unroll factors JAX runs with; the fastest counts (default: 1 2 4 8)")
     parser.add_argument("--threads", type=int, nargs="+", default=[], help="CPU thread counts (cpu only)")
@@ -650,7 +728,7 @@ def main():
                     row[o["contender"]] = o
                     log_outcome(where, o)
 
-    summary = summarize(rows)
+    summary = summarize(args, rows)
     wall = wall_check(args, ours, rows) if args.wall_runs > 0 else None
     outcomes = [o for row in rows.values() for o in row.values()]
     found = versions(outcomes, runs, absent_frameworks)
@@ -699,7 +777,7 @@ def main():
             "settings": {"epochs": args.epochs, "batches": args.batch, "threads": args.threads, "hidden": args.hidden,
                          "seed": args.seed, "lr": {b: learning_rate(args, b) for b in args.batch},
                          "naive_min_batch": args.naive_min_batch, "precisions": args.precisions,
-                         "peer_precisions": args.peer_precisions},
+                         "peer_precisions": args.peer_precisions, "sums": args.sums},
             "contenders": contenders, "results": outcomes, "summary": summary, "goals": goal_rows,
             "precision": precision, "precision_goal": precision_goal, "leads": leads,
             "wall_check": wall, "markdown": markdown}, indent=1) + "\n")
