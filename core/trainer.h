@@ -57,8 +57,8 @@ typedef struct {
 
 typedef struct {
     int epoch;               /* counts from 1, continuing the epochs of a loaded checkpoint */
-    double train_loss;       /* mean over the epoch's batches, as the weights moved; NaN */
-    double train_accuracy;   /* fraction; NaN      with train_config's skip_train_metrics */
+    double train_loss;       /* mean over the epoch's batches, as the weights moved */
+    double train_accuracy;   /* fraction (both NaN with train_config's skip_train_metrics) */
     double test_loss;
     double test_accuracy;
     double time_s;           /* the training pass, wall clock, metrics read back */
