@@ -459,6 +459,8 @@ static bool check_consistency(cli_options *o, bool pinned) {
                            "apply to training");
     if (o->eval_only && (o->save_path || o->log_path))
         return usage_error("--eval only evaluates; --save and --log apply to training");
+    if (o->eval_only && o->no_train_metrics)
+        return usage_error("--eval only evaluates; --no-train-metrics applies to training");
     if (o->save_path && o->log_path && strcmp(o->save_path, o->log_path) == 0)
         return usage_error("--save and --log both name %s: the log would replace the checkpoint",
                            o->save_path);

@@ -61,7 +61,7 @@ typedef struct {
     double train_accuracy;   /* fraction (both NaN with train_config's skip_train_metrics) */
     double test_loss;
     double test_accuracy;
-    double time_s;           /* the training pass, wall clock, metrics read back */
+    double time_s;           /* the training pass, wall clock, its metrics read back (if summed) */
     double images_per_s;
     double eval_time_s;
     phase_totals phases;     /* zeros unless profiling */

@@ -24,13 +24,16 @@ void cpu_bias_activation(float *z, const float *bias, int rows, int cols, int ld
  * output). The unfused form of a GEMM's relu_mask epilogue. */
 void cpu_relu_backward(float *grad, const float *activation, int rows, int cols, int ld);
 
-/* One row of cpu_softmax_cross_entropy: its loss and correctness, the gradient (grad_scale ·
- * (softmax − target), targets being label_targets of the smoothing: label_smoothing.h) into
- * grad and the first maximum's index into prediction, each skipped if NULL. */
+/* One row of cpu_softmax_cross_entropy: its loss into loss, its correctness into correct, the
+ * gradient (grad_scale · (softmax − target), targets being label_targets of the smoothing:
+ * label_smoothing.h) into grad and the first maximum's index into prediction; each of the four
+ * skipped if NULL. */
 void cpu_softmax_cross_entropy_row(const float *logits, int label, int classes, float grad_scale,
                                    smoothed_targets targets, float *grad, float *loss,
                                    float *correct, int32_t *prediction);
 
+/* The rows of logits (rows×classes) through cpu_softmax_cross_entropy_row, row r's results at
+ * grad's row r and at row_loss[r], row_correct[r], prediction[r] (each array skipped if NULL). */
 void cpu_softmax_cross_entropy(const float *logits, const uint8_t *labels, int rows, int classes,
                                float grad_scale, float smoothing, float *grad, float *row_loss,
                                float *row_correct, int32_t *prediction);

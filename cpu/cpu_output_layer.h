@@ -15,8 +15,8 @@
 /* Floats of scratch for a layer of in inputs and classes outputs, batches of up to max_rows. */
 size_t cpu_output_layer_scratch_floats(int max_rows, int in, int classes);
 
-/* Runs step on the OpenMP team; row_loss and row_correct are written at step->cursor's row. The
- * same bits for any thread count. */
+/* Runs step on the OpenMP team; row_loss and row_correct are written at step->cursor's row
+ * (each unless NULL). The same bits for any thread count. */
 void cpu_output_layer(const output_layer_step *step, float *scratch);
 
 #endif

@@ -244,6 +244,8 @@ expect 1 'training diverged in epoch 1' -- "$mlp_train" "${quick[@]}" --lr 10000
 checks=$((checks + 1))
 [ ! -e "$work/nan.ckpt" ] || fail "a diverged run saved a checkpoint"
 
+expect 2 '--eval only evaluates; --no-train-metrics applies to training' -- \
+    "$mlp_train" --eval --load "$work/model.ckpt" --no-train-metrics
 expect 1 "training diverged in epoch 1: the evaluation's loss is" -- \
     "$mlp_train" "${quick[@]}" --lr 100000 --no-train-metrics
 

@@ -8,8 +8,8 @@
 #   e.g. determinism_test.sh build/mlp_train data/mnist cpu naive tiled blas --threads 2
 # Options (everything from the first argument starting with '-') go to every run, except
 # "--threads A,B": then the first run uses A threads and the second B (and the other seed's
-# run A), which asks for the same bits whatever the thread count; and "--second-with OPTION":
-# the second run alone adds OPTION, which asks for the same bits with it as without.
+# run A), which asks for the same bits whatever the thread count; and "--second-with OPTION" (one
+# word, once): the second run alone adds OPTION, which asks for the same bits with it as without.
 # --impl fused must run its whole-epoch kernel (the header says so), not fall back to tiled.
 # Exits 77 (skipped) for DEVICE gpu where no GPU is present.
 set -u
@@ -89,8 +89,10 @@ for impl in "${impls[@]}"; do
         fail "$what: mlp_train failed: $(tail -3 "$work/second.out" "$work/other_seed.out")"
         continue
     }
-    if [ "$impl" = fused ] && ! grep -q '^execution: each epoch in one persistent kernel' "$work/first.out"; then
-        fail "$what: the fused kernel did not run (it fell back): $(grep -m1 '^execution' "$work/first.out")"
+    # both runs must have run the kernel: grep -L names a run that did not
+    fell_back=$([ "$impl" = fused ] && grep -L '^execution: each epoch in one persistent kernel' "$work/first.out" "$work/second.out" | head -n 1)
+    if [ -n "$fell_back" ]; then
+        fail "$what: the fused kernel did not run (it fell back) in $(basename "$fell_back" .out): $(grep -m1 '^execution' "$fell_back")"
         continue
     fi
     digest=$(sha256sum <"$work/first.ckpt" | cut -c1-16)

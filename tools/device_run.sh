@@ -24,11 +24,12 @@
 #             PyTorch eager, PyTorch with a CUDA graph and JAX (lax.scan) at batch 16, 64, 512 and
 #             2048, and whole 10-epoch processes at batch 512 (compare_gpu.md, compare_gpu.json)
 #   strongest tools/peers/compare.py: tiled and fused against the peers at their strongest (JAX,
-#             PyTorch's CUDA graph, PyTorch compiled) at STRONGEST_BATCHES (default 512 2048) and
+#             PyTorch's CUDA graph, PyTorch compiled) at STRONGEST_BATCHES (default 512) and
 #             STRONGEST_PRECISIONS (default fp32), in the pairing without training sums on either
-#             side, the one that binds (STRONGEST_SUMS="with without" for both); torch.compile's
-#             autotuning takes 2-3 minutes a batch and precision, so more than two of them
-#             may not fit one 10-minute call (strongest.md, strongest.json)
+#             side, the one that binds (STRONGEST_SUMS="with without" for both); on a fresh host
+#             torch.compile's autotuning takes 3-5 minutes for each batch, precision and sums
+#             setting, so one of each is what fits a 10-minute call with the build
+#             (strongest.md, strongest.json)
 #   precision --precision fp32, tf32 and bf16 for tiled, blas and fused (fused takes the tiled step
 #             in TF32 and BF16): 10 epochs at batch 64 and 512, epoch ms and test accuracy against
 #             FP32 in points, and the goal (within 0.3 points) (tools/peers/compare.py
@@ -363,9 +364,10 @@ stage_example() {
 }
 
 stage_compare() {
-    # Sized to stay under 5 minutes on an H200 (estimated from the earlier figures in
-    # docs/performance.md): 5 epochs of each contender per batch, PyTorch eager at batch 16 the
-    # longest (~4 s an epoch), naive from batch 512 on; then 3 whole 10-epoch runs at batch 512.
+    # Sized to stay under 10 minutes on an H100 or H200 (estimated from the figures in
+    # docs/performance.md): 5 epochs of each contender per batch, with and without its training
+    # sums, PyTorch eager at batch 16 the longest (~4 s an epoch), naive from batch 512 on; then
+    # 3 whole 10-epoch runs at batch 512.
     # PyTorch compiled is the strongest stage's: its autotuning alone would take this one past 10 minutes.
     python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu --batch 16 64 512 2048 \
         --peers torch-eager torch-graph jax-scan --epochs 5 --naive-min-batch 512 --wall-runs 3 \
@@ -377,7 +379,7 @@ stage_compare() {
 
 stage_strongest() {
     python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu \
-        --batch ${STRONGEST_BATCHES:-512 2048} --precisions ${STRONGEST_PRECISIONS:-fp32} --impls tiled fused \
+        --batch ${STRONGEST_BATCHES:-512} --precisions ${STRONGEST_PRECISIONS:-fp32} --impls tiled fused \
         --graph on --peers torch-graph jax-scan torch-compile --sums ${STRONGEST_SUMS:-without} --jax-unroll 1 4 \
         --epochs 6 --wall-runs 0 --json "$out/strongest.json" 2>"$out/strongest.log" | tee "$out/strongest.md"
     local s=${PIPESTATUS[0]}

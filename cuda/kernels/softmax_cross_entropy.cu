@@ -8,7 +8,8 @@
  *   loss = log(sum) - sum over c of target[c]·(logit[c] - max),  correct = (argmax == label),
  *   grad[c] = grad_scale * (exp(logit[c] - max - log(sum)) - target[c]).
  * Per-row loss and correctness are written to the pass's arrays (at the rows the pass cursor
- * names) and summed once per pass (reductions.cu), so nothing here needs atomics on floats.
+ * names; each skipped where its array is NULL) and summed once per pass (reductions.cu), so
+ * nothing here needs atomics on floats.
  *
  * The bias gradient is the column sums of grad. Each warp adds its rows' gradients into its own
  * row of shared memory (lane c owns classes c, c + 32, ...), the block adds its warps in order

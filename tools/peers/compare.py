@@ -147,11 +147,21 @@ def peer_contenders(args):
     return contenders
 
 
+def sums_arguments(setting):
+    """The arguments of a --sums setting, mlp_train's and every peer's: 'with' or 'without'."""
+    return [] if setting == "with" else ["--no-train-metrics"]
+
+
+def sums_setting(extra):
+    """The --sums setting of a configuration's arguments."""
+    return "without" if "--no-train-metrics" in extra else "with"
+
+
 def peer_configurations(args, script, precision):
-    """Every configuration a peer runs in, as extra arguments: with and without its training
-    sums (--peer-sums), at its matmul precision, and for JAX each lax.scan unroll (--jax-unroll).
-    The fastest is the peer's figure: peers are compared at their strongest."""
-    sums = [[] if s == "with" else ["--no-train-metrics"] for s in args.sums]
+    """Every configuration a peer runs in, as extra arguments: in each --sums setting, at its
+    matmul precision, and for JAX each lax.scan unroll (--jax-unroll). The fastest in each setting
+    is the peer's figure there: peers are compared at their strongest."""
+    sums = [sums_arguments(setting) for setting in args.sums]
     precision_args = ["--matmul-precision", MATMUL_PRECISION[precision]]
     if script != "jax_mlp.py":
         return [s + precision_args for s in sums]
@@ -171,31 +181,29 @@ def peer_process(contender):
     return contender["script"], contender["precision"], contender["mode"] == "compile"
 
 
-def sums_setting(extra):
-    """'with' or 'without': the training sums of a configuration."""
-    return "without" if "--no-train-metrics" in extra else "with"
-
 
 def run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
-    """The group's contenders (one script, one precision) in every configuration; each keeps its
-    fastest run, named in its note and its 'configuration', and in 'by_sums' its fastest with and
-    without the sums (epoch_s and configuration of each)."""
-    best = {}
+    """The group's contenders (one script, one precision) in every configuration. Each keeps, in
+    'by_sums', its fastest run in each --sums setting (epoch_s and configuration), and as its
+    outcome the fastest in the first setting (as mlp_train's, run_ours), named in its note; a
+    failure in any configuration is kept instead when nothing in that setting ran."""
+    first, by_sums = {}, {}
     for extra in peer_configurations(args, script, group[0]["precision"]):
+        setting = sums_setting(extra)
         for o in run_peer_script(args, script, group, batch, threads, absent_frameworks, runs, extra):
             o["configuration"] = configuration_name(extra)
-            kept = best.get(o["contender"])
-            by_sums = kept.get("by_sums", {}) if kept else {}
-            setting = sums_setting(extra)
-            if o["status"] == "ok" and (setting not in by_sums or o["epoch_s"] < by_sums[setting]["epoch_s"]):
-                by_sums[setting] = {"epoch_s": o["epoch_s"], "configuration": o["configuration"]}
-            if kept is None or (o["status"] == "ok" and (kept["status"] != "ok" or o["epoch_s"] < kept["epoch_s"])):
-                best[o["contender"]] = o
-            best[o["contender"]]["by_sums"] = by_sums
-    for o in best.values():
+            fastest_in = by_sums.setdefault(o["contender"], {})
+            if o["status"] == "ok" and (setting not in fastest_in or o["epoch_s"] < fastest_in[setting]["epoch_s"]):
+                fastest_in[setting] = {"epoch_s": o["epoch_s"], "configuration": o["configuration"]}
+            kept = first.get(o["contender"])
+            if setting == args.sums[0] and (kept is None or kept["status"] != "ok" or
+                                            (o["status"] == "ok" and o["epoch_s"] < kept["epoch_s"])):
+                first[o["contender"]] = o
+    for key, o in first.items():
+        o["by_sums"] = by_sums[key]
         if o["status"] == "ok":
             o["note"] = o["configuration"]
-    return list(best.values())
+    return list(first.values())
 
 
 def learning_rate(args, batch):
@@ -208,7 +216,7 @@ def outcome(contender, batch, threads, status, note="", **figures):
             "batch": batch, "threads": threads, "status": status, "note": note, **figures}
 
 
-def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="fp32", sums=True):
+def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="fp32"):
     command = [str(args.mlp_train), "--device", args.device, "--impl", impl, "--data", str(args.data),
                "--batch", str(batch), "--epochs", str(epochs), "--hidden", args.hidden,
                "--seed", str(args.seed), "--json", "--quiet"]
@@ -218,26 +226,23 @@ def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="
         command += ["--graph", graph]
     if precision != "fp32":
         command += ["--precision", precision]
-    if not sums:
-        command += ["--no-train-metrics"]
     if threads:
         command += ["--threads", str(threads)]
     return command
 
 
 def run_ours(args, contender, batch, threads):
-    """The contender in each --sums setting: its outcome is the first setting's run (with the
-    sums, unless only without was asked for), 'by_sums' has each setting's epoch time."""
+    """The contender in each --sums setting: its outcome is the run in the first setting, or a
+    failure in another; 'by_sums' has each setting's epoch time where it ran as asked."""
     if contender["impl"] == "naive" and batch < args.naive_min_batch:
         return outcome(contender, batch, threads, "skipped", f"naive runs from batch {args.naive_min_batch} on")
     if contender["impl"] == "fused" and args.device == "cpu":
         return outcome(contender, batch, threads, "skipped", "--impl fused is GPU only")
     first, by_sums = None, {}
     for setting in args.sums:
-        o = run_ours_once(args, contender, batch, threads, setting == "with")
+        o = run_ours_once(args, contender, batch, threads, setting)
         if o["status"] == "ok" and o["as_asked"]:
-            by_sums[setting] = {"epoch_s": o["epoch_s"], "configuration": configuration_name(
-                [] if setting == "with" else ["--no-train-metrics"])}
+            by_sums[setting] = {"epoch_s": o["epoch_s"], "configuration": configuration_name(sums_arguments(setting))}
         if first is None:
             first = o
         elif o["status"] != "ok" and first["status"] == "ok":
@@ -246,9 +251,9 @@ def run_ours(args, contender, batch, threads):
     return first
 
 
-def run_ours_once(args, contender, batch, threads, sums):
+def run_ours_once(args, contender, batch, threads, setting):
     command = mlp_train_command(args, contender["impl"], batch, args.epochs, threads, contender["graph"],
-                                learning_rate(args, batch), contender["precision"], sums)
+                                learning_rate(args, batch), contender["precision"]) + sums_arguments(setting)
     done, wall = run_process(command, args.timeout)
     if done is None:
         return outcome(contender, batch, threads, "timeout", f"past {args.timeout} s", command=command)
@@ -347,6 +352,14 @@ def fastest(outcomes, kind):
 
 
 SUMS_NAMES = {"with": "sums", "without": "no sums"}
+SUMS_SETTING_WORDS = {"with": "with the training sums", "without": "without the training sums"}
+
+
+def pairing_words(args):
+    """The pairings --sums asks for, in words."""
+    if len(args.sums) == 2:
+        return "sums on both sides and on neither"
+    return "sums on both sides" if args.sums[0] == "with" else "sums on neither side"
 
 
 def pairings(args, outcomes, precision):
@@ -355,8 +368,8 @@ def pairings(args, outcomes, precision):
     found = {}
     for setting in args.sums:
         def best(kind):
-            ok = [o for o in outcomes if o["kind"] == kind and o["status"] == "ok" and o.get("as_asked", True)
-                  and o.get("precision", "fp32") == precision and setting in o.get("by_sums", {})]
+            ok = [o for o in outcomes if o["kind"] == kind and o.get("precision", "fp32") == precision
+                  and setting in o.get("by_sums", {})]
             return min(ok, key=lambda o: o["by_sums"][setting]["epoch_s"], default=None)
         ours, peer = best("mlp_train"), best("peer")
         if ours and peer:
@@ -405,7 +418,10 @@ def markdown_tables(args, contenders, rows, summary):
     def row_lead(threads, batch):
         return [str(threads or "default"), str(batch)] if args.device == "cpu" else [str(batch)]
 
-    # epoch times
+    # epoch times, every contender in the first --sums setting; the ratio is the judged one
+    lines += [f"Epoch ms {SUMS_SETTING_WORDS[args.sums[0]]}; the ratio is the fastest FP32 peer's over the "
+              f"fastest FP32 mlp_train's, " + ("the smaller of the two pairings':" if len(args.sums) == 2
+                                               else f"{pairing_words(args)}:"), ""]
     header = lead + [f"{c['label']} (ms)" for c in contenders] + ["fastest mlp_train", "best peer",
                                                                    "ratio (peer/ours)"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -440,9 +456,9 @@ def precision_leads(args, rows):
     return leads
 
 
-def lead_lines(leads):
-    lines = ["", "Against the fastest peer configuration at the same precision, in each pairing (the training "
-             "sums on both sides, or on neither); a lead holds as far as the smaller ratio:", "",
+def lead_lines(args, leads):
+    lines = ["", f"Against the fastest peer configuration at the same precision, {pairing_words(args)}"
+             + ("; a lead holds as far as the smaller ratio:" if len(args.sums) == 2 else ":"), "",
              "| batch | precision | sums | fastest mlp_train | ms | fastest peer | ms | ratio (peer/ours) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in leads:
@@ -505,8 +521,7 @@ def goals(args, summary, wall):
     rows = []
     for batch in GOAL_BATCHES:
         s = by_batch.get(batch)
-        goal = (f"batch {batch}: fastest mlp_train ≥ {GOAL_RATIO:g}× faster than the best peer, sums on both "
-                "sides and on neither")
+        goal = f"batch {batch}: fastest mlp_train ≥ {GOAL_RATIO:g}× faster than the best peer, {pairing_words(args)}"
         if not s or not s["ratio_peer_over_ours"]:
             why = ("not measured" if not s else "no mlp_train variant ran" if not s["fastest_mlp_train"]
                    else "no FP32 peer asked for (--precisions)" if "fp32" not in args.peer_precisions
@@ -659,7 +674,7 @@ def parse_arguments():
                         help="run --impl naive only from this batch size on (it is slow at small batches)")
     parser.add_argument("--peers", nargs="*", choices=list(PEERS),
                         help="default: every peer on the GPU, torch-eager on the CPU")
-    parser.add_argument("--sums", "--peer-sums", dest="sums", nargs="+", default=["with", "without"],
+    parser.add_argument("--sums", nargs="+", default=["with", "without"],
                         choices=["with", "without"],
                         help="run every contender with and/or without its training-loss and accuracy sums "
                              "(mlp_train's --no-train-metrics); each setting is a pairing, and a ratio holds as "
@@ -754,7 +769,7 @@ def main():
     if wall and wall.get("walls_s"):
         lines += ["", wall_line(wall)]
     leads = precision_leads(args, rows)
-    lines += lead_lines(leads)
+    lines += lead_lines(args, leads)
     precision, precision_goal = [], None
     if len(args.precisions) > 1:
         precision = precision_rows(args, ours, rows)
