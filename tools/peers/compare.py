@@ -181,12 +181,11 @@ def peer_process(contender):
     return contender["script"], contender["precision"], contender["mode"] == "compile"
 
 
-
 def run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
     """The group's contenders (one script, one precision) in every configuration. Each keeps, in
     'by_sums', its fastest run in each --sums setting (epoch_s and configuration), and as its
-    outcome the fastest in the first setting (as mlp_train's, run_ours), named in its note; a
-    failure in any configuration is kept instead when nothing in that setting ran."""
+    outcome the fastest in the first setting (as mlp_train's, run_ours), named in its note, or,
+    where nothing in that setting ran, its failure."""
     first, by_sums = {}, {}
     for extra in peer_configurations(args, script, group[0]["precision"]):
         setting = sums_setting(extra)
