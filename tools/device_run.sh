@@ -363,46 +363,40 @@ stage_example() {
     "$mlp" --impl tiled --batch 512 --epochs 3 --data "$data" 2>/dev/null | tee "$out/example.txt"
 }
 
+# compare.py on this build, its JSON, Markdown and progress as $out/NAME.{json,md,log}: NAME ARGS...
+run_compare() {
+    local name=$1
+    shift
+    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" "$@" --json "$out/$name.json" \
+        2>"$out/$name.log" | tee "$out/$name.md"
+    local s=${PIPESTATUS[0]}
+    [ "$s" -eq 0 ] || tail -20 "$out/$name.log"
+    return "$s"
+}
+
 stage_compare() {
     # Sized to stay under 10 minutes on an H100 or H200 (estimated from the figures in
     # docs/performance.md): 5 epochs of each contender per batch, with and without its training
     # sums, PyTorch eager at batch 16 the longest (~4 s an epoch), naive from batch 512 on; then
     # 3 whole 10-epoch runs at batch 512.
     # PyTorch compiled is the strongest stage's: its autotuning alone would take this one past 10 minutes.
-    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu --batch 16 64 512 2048 \
-        --peers torch-eager torch-graph jax-scan --epochs 5 --naive-min-batch 512 --wall-runs 3 \
-        --json "$out/compare_gpu.json" 2>"$out/compare_gpu.log" | tee "$out/compare_gpu.md"
-    local s=${PIPESTATUS[0]}
-    [ "$s" -eq 0 ] || tail -20 "$out/compare_gpu.log"
-    return "$s"
+    run_compare compare_gpu --device gpu --batch 16 64 512 2048 --peers torch-eager torch-graph jax-scan \
+        --epochs 5 --naive-min-batch 512 --wall-runs 3
 }
 
 stage_strongest() {
-    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu \
-        --batch ${STRONGEST_BATCHES:-512} --precisions ${STRONGEST_PRECISIONS:-fp32} --impls tiled fused \
-        --graph on --peers torch-graph jax-scan torch-compile --sums ${STRONGEST_SUMS:-without} --jax-unroll 1 4 \
-        --epochs 6 --wall-runs 0 --json "$out/strongest.json" 2>"$out/strongest.log" | tee "$out/strongest.md"
-    local s=${PIPESTATUS[0]}
-    [ "$s" -eq 0 ] || tail -20 "$out/strongest.log"
-    return "$s"
+    run_compare strongest --device gpu --batch ${STRONGEST_BATCHES:-512} --precisions ${STRONGEST_PRECISIONS:-fp32} \
+        --impls tiled fused --graph on --peers torch-graph jax-scan torch-compile --sums ${STRONGEST_SUMS:-without} \
+        --jax-unroll 1 4 --epochs 6 --wall-runs 0
 }
 
 stage_precision() {
-    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device gpu --impls tiled blas fused \
-        --graph on --peers --sums with --batch 64 512 --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16 \
-        --json "$out/precision.json" 2>"$out/precision.log" | tee "$out/precision.md"
-    local s=${PIPESTATUS[0]}
-    [ "$s" -eq 0 ] || tail -20 "$out/precision.log"
-    return "$s"
+    run_compare precision --device gpu --impls tiled blas fused --graph on --peers --sums with --batch 64 512 \
+        --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16
 }
 
 stage_cpu() {
-    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" --device cpu --batch 512 \
-        --threads 1 "$(nproc)" --epochs 2 --json "$out/compare_cpu.json" \
-        2>"$out/compare_cpu.log" | tee "$out/compare_cpu.md"
-    local s=${PIPESTATUS[0]}
-    [ "$s" -eq 0 ] || tail -20 "$out/compare_cpu.log"
-    return "$s"
+    run_compare compare_cpu --device cpu --batch 512 --threads 1 "$(nproc)" --epochs 2
 }
 
 stage_threads() {

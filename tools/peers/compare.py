@@ -147,6 +147,10 @@ def peer_contenders(args):
     return contenders
 
 
+SUMS_NAMES = {"with": "sums", "without": "no sums"}
+SUMS_SETTING_WORDS = {"with": "with the training sums", "without": "without the training sums"}
+
+
 def sums_arguments(setting):
     """The arguments of a --sums setting, mlp_train's and every peer's: 'with' or 'without'."""
     return [] if setting == "with" else ["--no-train-metrics"]
@@ -170,7 +174,7 @@ def peer_configurations(args, script, precision):
 
 def configuration_name(extra):
     """'no sums, unroll 4' for the extra arguments of a configuration."""
-    words = ["no sums" if "--no-train-metrics" in extra else "sums"]
+    words = [SUMS_NAMES[sums_setting(extra)]]
     if "--unroll" in extra:
         words.append("unroll " + extra[extra.index("--unroll") + 1])
     return ", ".join(words)
@@ -241,7 +245,7 @@ def run_ours(args, contender, batch, threads):
     for setting in args.sums:
         o = run_ours_once(args, contender, batch, threads, setting)
         if o["status"] == "ok" and o["as_asked"]:
-            by_sums[setting] = {"epoch_s": o["epoch_s"], "configuration": configuration_name(sums_arguments(setting))}
+            by_sums[setting] = {"epoch_s": o["epoch_s"], "configuration": SUMS_NAMES[setting]}
         if first is None:
             first = o
         elif o["status"] != "ok" and first["status"] == "ok":
@@ -348,10 +352,6 @@ def fastest(outcomes, kind):
     ok = [o for o in outcomes if o["kind"] == kind and o["status"] == "ok" and o.get("precision", "fp32") == "fp32"
           and o.get("as_asked", True)]
     return min(ok, key=lambda o: o["epoch_s"]) if ok else None
-
-
-SUMS_NAMES = {"with": "sums", "without": "no sums"}
-SUMS_SETTING_WORDS = {"with": "with the training sums", "without": "without the training sums"}
 
 
 def pairing_words(args):
