@@ -63,6 +63,9 @@ void bf16_wgmma(const gpu_gemm_call *x) {
 template <gemm_precision P> void tiled_tensor(const gpu_gemm_call *x) {
     gpu_gemm_tiled_tensor_with_plan(P, x->plan_rows, x->plan_cols, x->plan_splits, FP32_ARGS);
 }
+void tiled_bf16_stored(const gpu_gemm_call *x) {
+    gpu_gemm_tiled_bf16_stored_with_plan(x->plan_rows, x->plan_cols, x->plan_splits, BF16_ARGS);
+}
 void cublas_fp32(const gpu_gemm_call *x) { cublas_gemm(CUBLAS_ARGS(x->a, x->b)); }
 void cublas_tf32(const gpu_gemm_call *x) { cublas_gemm_tf32(CUBLAS_ARGS(x->a, x->b)); }
 void cublas_bf16(const gpu_gemm_call *x) {
@@ -89,6 +92,7 @@ extern "C" const gpu_gemm_rung GPU_GEMM_RUNGS[] = {
     {"bf16_mma",   7, PRECISION_BF16, true,  false, false, bf16_mma,    nullptr,                 true},
     {"bf16_wgmma", 8, PRECISION_BF16, true,  false, true,  bf16_wgmma,  nullptr,                 true},
     {"tiled_bf16", 10, PRECISION_BF16, false, false, false, tiled_tensor<PRECISION_BF16>, gpu_gemm_tiled_tensor_has_tile, true},
+    {"tiled_bf16_stored", 10, PRECISION_BF16, true, false, false, tiled_bf16_stored, gpu_gemm_tiled_tensor_has_tile, true},
     {"blas_bf16",  0, PRECISION_BF16, true,  false, false, cublas_bf16, nullptr,                 false},
 };
 extern "C" const int GPU_GEMM_RUNG_COUNT = sizeof GPU_GEMM_RUNGS / sizeof GPU_GEMM_RUNGS[0];

@@ -49,7 +49,9 @@ typedef struct {
 
 /* What a GEMM multiplies in (--precision). Only the products change: every matrix stays FP32 in
  * memory and the sums are FP32. TF32 keeps 10 bits of each factor's mantissa, BF16 7, as the
- * factors enter the GPU's tensor cores; the CPU implementations multiply in FP32 only. */
+ * factors enter the GPU's tensor cores (a backend may also keep BF16 copies for its products to
+ * read, the values they would round to: parameters_allocated); the CPU implementations multiply
+ * in FP32 only. */
 typedef enum { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16, PRECISION_COUNT } gemm_precision;
 
 static inline const char *gemm_precision_name(gemm_precision p) {
@@ -189,6 +191,12 @@ struct backend {
     void (*synchronize)(backend *be);
     /* Bytes alloc() can still hand out (what the device has free); SIZE_MAX if unknown. */
     size_t (*memory_available)(backend *be);
+
+    /* Optional (NULL: nothing to do). The model's parameters are at params (count floats, from
+     * alloc()), before anything is queued on them: a backend whose products read them in another
+     * form keeps that form here, current through its own writes to them (--precision bf16 on
+     * the GPU: a BF16 copy, cuda/gpu_bf16_copies.h). Called once per model, when it is made. */
+    void (*parameters_allocated)(backend *be, float *params, size_t count);
 
     /* ---- the math of one training step ---- */
     gemm_fn *gemm;

@@ -89,6 +89,7 @@ mlp_model *mlp_model_create(backend *be, const mlp_shape *shape, int max_rows) {
     model->max_rows = max_rows;
     size_t param_bytes = shape->param_count * sizeof(float);
     model->params = be->alloc(be, param_bytes);
+    if (be->parameters_allocated) be->parameters_allocated(be, model->params, shape->param_count);
     model->grads = be->alloc(be, param_bytes);
     for (int l = 0; l < shape->layers; l++)
         model->activations[l] =

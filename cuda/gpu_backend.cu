@@ -4,12 +4,14 @@
  * blas implementations differ in their GEMM: the ladder's rung 1 (gemm_1_naive.cu), rung 5
  * (gemm_5_tiled.cu) or cuBLAS, and tiled runs a step's output layer in one operation
  * (output_layer.cu); in TF32 and BF16 (--precision), rung 10 (gemm_10_tiled_tensor.cu) or
- * cuBLAS's reduced-precision compute types. The fused implementation is the tiled one plus a
+ * cuBLAS's reduced-precision compute types; tiled's BF16 reads BF16 copies of its operands
+ * where they are kept (gpu_bf16_copies.h). The fused implementation is the tiled one plus a
  * whole training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
+#include <utility>
 
 #include "libs/cublas_gemm.h"
 #include "libs/cuda_check.h"
@@ -64,11 +66,28 @@ void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float a
                         epilogue);
 }
 
+/* Floats from a stored matrix's first element to past its last: op(X) is rows×cols, X itself
+ * cols×rows when transposed, row stride ld. */
+size_t stored_extent(bool trans, int rows, int cols, int ld) {
+    if (trans) std::swap(rows, cols);
+    return rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
+}
+
+/* In BF16, where A and B both have current BF16 copies (gpu_bf16_copies.h), rung 10 reads those:
+ * half the bytes, the same bits. */
 void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc, const gemm_epilogue *epilogue) {
-    gpu_gemm_tiled_bf16(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                        epilogue);
+    gpu_state *gpu = gpu_of(be);
+    const __nv_bfloat16 *a16 = gpu_bf16_copy_of(&gpu->bf16_copies, a, stored_extent(ta, m, k, lda));
+    const __nv_bfloat16 *b16 = gpu_bf16_copy_of(&gpu->bf16_copies, b, stored_extent(tb, k, n, ldb));
+    gpu_bf16_copies_written(&gpu->bf16_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
+    if (a16 && b16)
+        gpu_gemm_tiled_bf16_stored(gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b16, ldb, beta,
+                                   c, ldc, epilogue);
+    else
+        gpu_gemm_tiled_bf16(gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                            epilogue);
 }
 
 /* A new device buffer of `bytes` in place of `old`, which the stream may still be reading. */
@@ -115,8 +134,23 @@ void *device_alloc(backend *be, size_t bytes) {
 }
 
 void device_release(backend *be, void *p) {
-    (void)be;
+    gpu_bf16_copies_forget_origin(&gpu_of(be)->bf16_copies, p);
     if (p) CUDA_CHECK(cudaFree(p));
+}
+
+/* Every BF16 copy of an array that [p, p + bytes) overlaps is rounded again from its array, on
+ * the stream: after an upload, which writes the array alone. */
+void refresh_bf16_copies(gpu_state *gpu, const void *p, size_t bytes) {
+    gpu_bf16_copies *copies = &gpu->bf16_copies;
+    gpu_bf16_copies_written(copies, p, bytes);
+    for (int i = 0; i < copies->count; i++) {
+        gpu_bf16_copy &e = copies->entries[i];
+        if (e.current) continue;
+        const char *begin = static_cast<const char *>(p), *origin = reinterpret_cast<const char *>(e.origin);
+        if (begin >= origin + e.count * sizeof(float) || origin >= begin + bytes) continue;
+        gpu_round_to_bf16(gpu->stream, e.origin, e.count, e.copy);
+        e.current = true;
+    }
 }
 
 /* The host buffer may be reused as soon as this returns, so the copy is waited for. */
@@ -125,6 +159,20 @@ void upload(backend *be, void *dst, const void *src, size_t bytes) {
     cudaStream_t stream = gpu_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
+    refresh_bf16_copies(gpu_of(be), dst, bytes);
+}
+
+/* The parameters' BF16 copy (--precision bf16, tiled and fused): written by every update and
+ * rounded again after every upload; stale until the first. */
+void parameters_allocated(backend *be, float *params, size_t count) {
+    gpu_state *gpu = gpu_of(be);
+    if (!gpu->keeps_bf16_copies) return;
+    if (gpu->params_bf16) {
+        gpu_bf16_copies_forget_copy(&gpu->bf16_copies, gpu->params_bf16);
+        CUDA_CHECK(cudaFree(gpu->params_bf16));
+    }
+    gpu->params_bf16 = static_cast<__nv_bfloat16 *>(gpu_alloc_or_exit(count * sizeof(__nv_bfloat16)));
+    gpu_bf16_copy_add_stale(&gpu->bf16_copies, gpu->params_bf16, params, count);
 }
 
 /* After a wait for the device: an all-reduce that gave up on a rank ends the process. */
@@ -187,6 +235,7 @@ void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labe
                            float *bias_grad, float *row_loss, float *row_correct,
                            int32_t *prediction, const pass_cursor *cursor) {
     gpu_state *gpu = gpu_of(be);
+    if (grad) gpu_bf16_copies_written(&gpu->bf16_copies, grad, (size_t)rows * classes * sizeof(float));
     gpu_softmax_cross_entropy(gpu->stream, logits, labels, rows, classes, grad_scale,
                               label_smoothing, grad, bias_grad, row_loss, row_correct, prediction,
                               cursor, gpu->softmax_scratch);
@@ -205,6 +254,13 @@ bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
     gpu->output_layer_scratch =
         static_cast<float *>(replace_device_buffer(gpu, gpu->output_layer_scratch, floats * sizeof(float)));
     gpu->output_layer_scratch_floats = floats;
+    const size_t delta_count = (size_t)max_rows * in;
+    if (gpu->keeps_bf16_copies && delta_count > gpu->delta_bf16_count) {
+        if (gpu->delta_bf16) gpu_bf16_copies_forget_copy(&gpu->bf16_copies, gpu->delta_bf16);
+        gpu->delta_bf16 = static_cast<__nv_bfloat16 *>(
+            replace_device_buffer(gpu, gpu->delta_bf16, delta_count * sizeof(__nv_bfloat16)));
+        gpu->delta_bf16_count = delta_count;
+    }
     return true;
 }
 
@@ -213,7 +269,9 @@ bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
 void output_layer(backend *be, const output_layer_step *step) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_output_sums(gpu); /* the scratch is about to be rewritten */
-    gpu_output_layer_rows(gpu->stream, *step, gpu->output_layer_scratch); /* rows <= max_rows: model.c */
+    gpu_output_layer_rows(gpu->stream, *step, gpu->output_layer_scratch, gpu->delta_bf16); /* rows <= max_rows: model.c */
+    if (gpu->delta_bf16)
+        gpu_bf16_copy_bind(&gpu->bf16_copies, gpu->delta_bf16, step->hidden_delta, (size_t)step->rows * step->in);
     CUDA_CHECK(cudaEventRecord(gpu->rows_done, gpu->stream));
     CUDA_CHECK(cudaStreamWaitEvent(gpu->sums_stream, gpu->rows_done, 0));
     gpu_output_layer_sums(gpu->sums_stream, *step, gpu->output_layer_scratch);
@@ -222,11 +280,25 @@ void output_layer(backend *be, const output_layer_step *step) {
 }
 
 void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
+    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, sums, (size_t)cols * sizeof(float));
     gpu_column_sums(gpu_of(be)->stream, matrix, rows, cols, sums);
 }
 
 void sum(backend *be, const float *x, size_t n, float *result) {
+    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, result, sizeof(float));
     gpu_sum(gpu_of(be)->stream, x, n, result);
+}
+
+/* The part of a BF16 copy that the update of param[0..n) writes beside it (nullptr: none); the
+ * copy is current once an update has written all of it. */
+__nv_bfloat16 *updated_copy(gpu_state *gpu, const float *param, size_t n) {
+    gpu_bf16_copy *e = gpu_bf16_copy_covering(&gpu->bf16_copies, param, n);
+    if (!e) {
+        gpu_bf16_copies_written(&gpu->bf16_copies, param, n * sizeof(float));
+        return nullptr;
+    }
+    if (param == e->origin && n == e->count) e->current = true;
+    return e->copy + (param - e->origin);
 }
 
 void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad, size_t n,
@@ -235,6 +307,7 @@ void sgd_momentum_step(backend *be, float *param, float *velocity, const float *
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu);
     gpu_sgd_momentum_step(gpu->stream, param, velocity, grad, n, lr, momentum, decay,
+                          updated_copy(gpu, param, n),
                           gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 
@@ -244,7 +317,7 @@ void adam_step(backend *be, float *param, float *m, float *v, const float *grad,
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu);
     gpu_adam_step(gpu->stream, param, m, v, grad, n, lr, beta1, beta2, eps, decay,
-                  gpu_step_end{cursor, rows, gpu->update_blocks_done});
+                  updated_copy(gpu, param, n), gpu_step_end{cursor, rows, gpu->update_blocks_done});
 }
 
 void advance_cursor(backend *be, pass_cursor *cursor, int rows) {
@@ -341,6 +414,8 @@ void destroy(backend *be) {
     if (gpu->cublas) cublas_gemm_handle_destroy(gpu->cublas);
     if (gpu->cublas_workspace) CUDA_CHECK(cudaFree(gpu->cublas_workspace));
     if (gpu->output_layer_scratch) CUDA_CHECK(cudaFree(gpu->output_layer_scratch));
+    CUDA_CHECK(cudaFree(gpu->params_bf16));
+    CUDA_CHECK(cudaFree(gpu->delta_bf16));
     gpu_softmax_scratch_destroy(gpu->softmax_scratch);
     CUDA_CHECK(cudaFree(gpu->update_blocks_done));
     CUDA_CHECK(cudaEventDestroy(gpu->rows_done));
@@ -407,6 +482,7 @@ void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
     be->download_queued = download_queued;
     be->synchronize = synchronize;
     be->memory_available = memory_available;
+    be->parameters_allocated = parameters_allocated;
     be->gemm = chosen->gemm[precision];
     if (chosen->gemm[PRECISION_FP32] == gemm_tiled) { /* tiled and fused, in every precision */
         be->output_layer_prepare = output_layer_prepare;
@@ -558,6 +634,7 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
                                                     CUBLAS_WORKSPACE_BYTES));
     }
     gpu->gather_ahead = chosen->gathers_ahead;
+    gpu->keeps_bf16_copies = chosen->gemm[precision] == gemm_tiled_bf16;
     gpu->softmax_scratch = gpu_softmax_scratch_create();
     gpu->update_blocks_done = static_cast<unsigned *>(gpu_alloc_or_exit(sizeof(unsigned)));
     CUDA_CHECK(cudaMemset(gpu->update_blocks_done, 0, sizeof(unsigned)));

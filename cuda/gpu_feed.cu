@@ -14,7 +14,9 @@
  *   - pinned and overlapped (--overlap): the copy of batch s+1 runs on a second stream while
  *     batch s computes; events order the two streams (copied[b]: the compute stream waits for
  *     it; consumed[b]: the next copy into device buffer b waits for it).
- * Two staging buffers alternate, so the host fills one while the other may still be in flight. */
+ * Two staging buffers alternate, so the host fills one while the other may still be in flight.
+ * Under --precision bf16 (tiled, fused) every batch also gets a BF16 copy in the same launch
+ * (gpu_bf16_copies.h). */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,6 +36,7 @@ struct batch_feed {
     int position;          /* host feeds: next sample of the pass to hand out */
     float *x[2];           /* the batches handed out, max_rows × features on the device, and */
     uint8_t *y[2];         /* their labels; buffer 1 only where batches are gathered ahead */
+    __nv_bfloat16 *x_bf16[2]; /* the batches' BF16 copies, written with them (nullptr: none) */
 
     /* resident */
     uint8_t *device_pixels, *device_labels;
@@ -69,8 +72,18 @@ bool pinned(const batch_feed *f) { return f->options.placement == DATA_HOST_PINN
 
 void create_batch_buffer(batch_feed *f, int b) {
     const size_t floats = (size_t)f->max_rows * f->data->features;
+    gpu_state *gpu = gpu_of(f->be);
     f->x[b] = static_cast<float *>(gpu_alloc_or_exit(floats * sizeof(float)));
     f->y[b] = static_cast<uint8_t *>(gpu_alloc_or_exit(f->max_rows));
+    if (!gpu->keeps_bf16_copies) return;
+    f->x_bf16[b] = static_cast<__nv_bfloat16 *>(gpu_alloc_or_exit(floats * sizeof(__nv_bfloat16)));
+    gpu_bf16_copy_add_stale(&gpu->bf16_copies, f->x_bf16[b], f->x[b], floats);
+}
+
+/* Batch b's rows (and their BF16 copy's) have just been queued for writing. */
+void batch_written(batch_feed *f, int b, int rows) {
+    if (f->x_bf16[b])
+        gpu_bf16_copy_bind(&gpu_of(f->be)->bf16_copies, f->x_bf16[b], f->x[b], (size_t)rows * f->data->features);
 }
 
 void create_resident(batch_feed *f) {
@@ -140,7 +153,8 @@ void convert_stage(batch_feed *f, int b, int rows) {
     const gpu_batch_source staged = {pixels, pixels + (size_t)rows * d->features, nullptr, nullptr,
                                      nullptr, 0};
     gpu_gather_normalize(gpu_of(f->be)->stream, staged, rows, d->features, d->scale, d->shift,
-                         f->x[0], f->y[0], 0);
+                         f->x[0], f->x_bf16[0], f->y[0], 0);
+    batch_written(f, 0, rows);
 }
 
 /* --overlap: starts copying the next batch on the copy stream. */
@@ -163,8 +177,9 @@ void gather_resident(batch_feed *f, cudaStream_t stream, int b, int rows, const 
     const dataset *d = f->data;
     const gpu_batch_source source = {f->device_pixels, f->device_labels, f->device_order,
                                      f->device_pass_rows, cursor, ahead};
-    gpu_gather_normalize(stream, source, rows, d->features, d->scale, d->shift, f->x[b], f->y[b],
-                         max_blocks);
+    gpu_gather_normalize(stream, source, rows, d->features, d->scale, d->shift, f->x[b],
+                         f->x_bf16[b], f->y[b], max_blocks);
+    batch_written(f, b, rows);
 }
 
 /* Forks the gather of the batch `ahead` rows past the cursor's into buffer b onto feed_stream,
@@ -315,6 +330,8 @@ void gpu_feed_destroy(batch_feed *f) {
         CUDA_CHECK(cudaStreamDestroy(f->copy_stream));
     }
     for (int b = 0; b < 2; b++) {
+        if (f->x_bf16[b]) gpu_bf16_copies_forget_copy(&gpu_of(f->be)->bf16_copies, f->x_bf16[b]);
+        CUDA_CHECK(cudaFree(f->x_bf16[b]));
         CUDA_CHECK(cudaFree(f->x[b]));
         CUDA_CHECK(cudaFree(f->y[b]));
     }

@@ -7,6 +7,7 @@
 
 #include "core/backend.h"
 
+#include "cuda/gpu_bf16_copies.h"
 #include "cuda/kernels/gpu_kernels.h"
 
 struct gpu_state {
@@ -42,6 +43,14 @@ struct gpu_state {
     /* tiled in FP32 only: the fused output layer's partial sums (output_layer_prepare) */
     float *output_layer_scratch;
     size_t output_layer_scratch_floats;
+    /* --precision bf16 on tiled and fused: BF16 copies of the batches (gpu_feed.cu), of the
+     * output layer's hidden delta and of the parameters, which the products read where they are
+     * current (gpu_bf16_copies.h) */
+    bool keeps_bf16_copies;
+    gpu_bf16_copies bf16_copies;
+    __nv_bfloat16 *params_bf16;  /* parameters_allocated */
+    __nv_bfloat16 *delta_bf16;   /* output_layer_prepare: max_rows × in */
+    size_t delta_bf16_count;
     struct fused_pass *fused;           /* fused implementation only (fused_pass.cu) */
     struct gpu_nccl *nccl;              /* under mpirun: the ranks' communicator (gpu_nccl.cu)... */
     struct gpu_p2p *p2p;                /* ...or the p2p all-reduce's buffers (gpu_p2p.cu) */

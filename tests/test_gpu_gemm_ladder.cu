@@ -181,8 +181,22 @@ const plan PLANS[] = {
     {"bf16_mma", 0, 0, 4},  {"bf16_wgmma", 0, 0, 1}, {"bf16_wgmma", 0, 0, 4},
     {"tiled_tf32", 32, 32, 3}, {"tiled_tf32", 64, 64, 1}, {"tiled_tf32", 64, 64, 5},
     {"tiled_tf32", 128, 128, 1}, {"tiled_tf32", 128, 128, 3}, {"tiled_bf16", 32, 32, 12},
-    {"tiled_bf16", 64, 64, 8}, {"tiled_bf16", 128, 128, 1},
+    {"tiled_bf16", 64, 64, 8}, {"tiled_bf16", 128, 128, 1}, {"tiled_bf16_stored", 32, 32, 12},
+    {"tiled_bf16_stored", 64, 64, 8}, {"tiled_bf16_stored", 128, 128, 1},
 };
+
+/* A rung that must give another's bits: tiled_bf16_stored on BF16 copies (rounded to nearest
+ * even) of the FP32 operands that tiled_bf16 rounds as it reads them, with the same plan. */
+struct twin {
+    const char *rung, *same_bits_as;
+};
+const twin TWINS[] = {{"tiled_bf16_stored", "tiled_bf16"}};
+
+const gpu_gemm_rung *rung_named(const char *name) {
+    for (int i = 0; i < GPU_GEMM_RUNG_COUNT; i++)
+        if (std::strcmp(GPU_GEMM_RUNGS[i].name, name) == 0) return &GPU_GEMM_RUNGS[i];
+    return nullptr;
+}
 
 /* A rung with one plan: what check_rung runs. */
 struct variant {
@@ -248,8 +262,10 @@ bool outside_intact(const std::vector<float> &got, const gemm_problem &p) {
     return true;
 }
 
-void check_rung(const variant &r, const gemm_problem &p, device_buffer<float> &da,
-                device_buffer<float> &db, device_buffer<bf16> &da16, device_buffer<bf16> &db16) {
+/* C after one launch of `rung` with the plan `forced`, C poisoned first where beta is 0. */
+std::vector<float> run_rung(const gpu_gemm_rung &rung, const plan &forced, const gemm_problem &p,
+                            device_buffer<float> &da, device_buffer<float> &db,
+                            device_buffer<bf16> &da16, device_buffer<bf16> &db16) {
     const gemm_case &g = p.g;
     device_buffer<float> dc(p.c);
     if (!p.accumulate) { /* beta == 0: C is write-only, so poison it (but keep padding and guard) */
@@ -265,10 +281,24 @@ void check_rung(const variant &r, const gemm_problem &p, device_buffer<float> &d
     x.a = da.ptr + g.offset, x.b = db.ptr + g.offset, x.lda = p.lda, x.ldb = p.ldb;
     x.a_bf16 = da16.ptr + g.offset, x.b_bf16 = db16.ptr + g.offset;
     x.c = dc.ptr + g.offset, x.ldc = p.ldc;
-    x.plan_rows = r.forced.rows, x.plan_cols = r.forced.cols, x.plan_splits = r.forced.splits;
-    r.rung->launch(&x);
+    x.plan_rows = forced.rows, x.plan_cols = forced.cols, x.plan_splits = forced.splits;
+    rung.launch(&x);
     CUDA_CHECK_LAUNCH();
-    const std::vector<float> got = dc.download();
+    return dc.download();
+}
+
+void check_rung(const variant &r, const gemm_problem &p, device_buffer<float> &da,
+                device_buffer<float> &db, device_buffer<bf16> &da16, device_buffer<bf16> &db16) {
+    const gemm_case &g = p.g;
+    const std::vector<float> got = run_rung(*r.rung, r.forced, p, da, db, da16, db16);
+    for (const twin &t : TWINS) {
+        if (std::strcmp(t.rung, r.rung->name) != 0) continue;
+        const std::vector<float> other = run_rung(*rung_named(t.same_bits_as), r.forced, p, da, db, da16, db16);
+        CHECK(std::memcmp(got.data(), other.data(), got.size() * sizeof(float)) == 0,
+              "%s %c%c %dx%dx%d pad %d offset %d %s: not the bits of %s", r.name, p.ta ? 'T' : 'N',
+              p.tb ? 'T' : 'N', g.m, g.n, g.k, g.pad, g.offset, p.accumulate ? "beta=-1.5" : "beta=0",
+              t.same_bits_as);
+    }
     const double summation = worst_error(got, p.want[r.inputs], p.scale, p);
     const double total = worst_error(got, p.want[AS_IS], p.scale, p);
     const bool intact = outside_intact(got, p);

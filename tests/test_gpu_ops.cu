@@ -443,11 +443,19 @@ void check_softmax_extremes() {
     }
 }
 
+/* Whether copy holds x rounded to BF16 (nearest even), bit for bit. */
+bool is_bf16_copy(const std::vector<__nv_bfloat16> &copy, const std::vector<float> &x) {
+    for (size_t i = 0; i < x.size(); i++)
+        if (__bfloat16_as_ushort(copy[i]) != __bfloat16_as_ushort(__float2bfloat16_rn(x[i]))) return false;
+    return copy.size() == x.size();
+}
+
 /* ---- the fused output layer (output_layer.cu) against output_layer_reference.c ---- */
 
 constexpr double OUTPUT_LAYER_BOUND = 1e-5;
 
-/* h is a ReLU's output (about half zeros); the metrics land at the cursor's row. */
+/* h is a ReLU's output (about half zeros); the metrics land at the cursor's row. With label
+ * smoothing, the two launches apart, the rows' with a BF16 copy of the hidden delta. */
 void check_output_layer(int rows, int in, int classes, float smoothing) {
     const int offset = 5;
     std::vector<float> h = random_floats((size_t)rows * in, -1, 1);
@@ -471,7 +479,17 @@ void check_output_layer(int rows, int in, int classes, float smoothing) {
     output_layer_step step = {dh.ptr, dw.ptr, db.ptr, dlabels.ptr, rows, in, classes, scale,
                               smoothing, dweight_grad.ptr, dbias_grad.ptr, ddelta.ptr, dhidden_bias_grad.ptr,
                               dloss.ptr, dcorrect.ptr, cursor.ptr};
-    gpu_output_layer(stream, step, scratch.ptr);
+    device_buffer<__nv_bfloat16> ddelta16(h.size());
+    ddelta16.poison();
+    const bool with_copy = smoothing != 0.0f;
+    if (with_copy) {
+        gpu_output_layer_rows(stream, step, scratch.ptr, ddelta16.ptr);
+        gpu_output_layer_sums(stream, step, scratch.ptr);
+        CHECK(is_bf16_copy(ddelta16.download(), ddelta.download()),
+              "output layer %dx%d->%d: the hidden delta's BF16 copy is not the delta rounded", rows, in, classes);
+    } else {
+        gpu_output_layer(stream, step, scratch.ptr);
+    }
 
     std::vector<float> loss = dloss.download(), correct = dcorrect.download();
     output_layer_errors e = output_layer_compare(
@@ -573,6 +591,8 @@ weight_decay decay_of(float rate, size_t n) {
     return decay;
 }
 
+/* Each update, with a BF16 copy of the parameters written beside them (SGD: at both alignments;
+ * the copy poisoned first) and, for Adam, without one. */
 void check_optimizers_at(lr_schedule schedule, float decay_rate) {
     device_buffer<unsigned> blocks_done(std::vector<unsigned>{0});
     float sgd_lr = schedule_lr(schedule, 4), adam_lr = schedule_lr(schedule, 2); /* the cursors' steps */
@@ -591,22 +611,29 @@ void check_optimizers_at(lr_schedule schedule, float decay_rate) {
             std::vector<float> padded(offset, 0.0f);
             padded.insert(padded.end(), param.begin(), param.end());
             device_buffer<float> dparam(padded), dvelocity(velocity);
+            device_buffer<__nv_bfloat16> dcopy(padded.size());
+            dcopy.poison();
             device_buffer<pass_cursor> sgd_cursor = cursor_at(7, 4);
             gpu_sgd_momentum_step(stream, dparam.ptr + offset, dvelocity.ptr, dgrad.ptr, n, schedule, 0.9f,
-                                  decaying, gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
+                                  decaying, dcopy.ptr + offset, gpu_step_end{sgd_cursor.ptr, 13, blocks_done.ptr});
             std::vector<float> got = dparam.download();
             got.erase(got.begin(), got.begin() + offset);
+            std::vector<__nv_bfloat16> copy = dcopy.download();
+            copy.erase(copy.begin(), copy.begin() + offset);
             double error = std::fmax(worst_update_deviation(got, p_sgd, param),
                                      worst_update_deviation(dvelocity.download(), v_sgd, velocity));
-            CHECK(error <= 1, "sgd_momentum_step n=%zu, param offset %d, decay %g: off by %.3g tolerances", n,
-                  offset, decay_rate, error);
+            CHECK(error <= 1 && is_bf16_copy(copy, got),
+                  "sgd_momentum_step n=%zu, param offset %d, decay %g: off by %.3g tolerances, or its "
+                  "BF16 copy not the parameters rounded", n, offset, decay_rate, error);
             check_step_end(sgd_cursor, {20, 5}, blocks_done, "sgd_momentum_step", n);
         }
 
         device_buffer<float> dparam2(param), dm(m), dv(v);
+        device_buffer<__nv_bfloat16> dcopy(n);
+        dcopy.poison();
         device_buffer<pass_cursor> cursor = cursor_at(0, 2); /* two updates made: this is step 3 */
         gpu_adam_step(stream, dparam2.ptr, dm.ptr, dv.ptr, dgrad.ptr, n, schedule, 0.9f, 0.999f, 1e-8f,
-                      decaying, gpu_step_end{cursor.ptr, 5, blocks_done.ptr});
+                      decaying, dcopy.ptr, gpu_step_end{cursor.ptr, 5, blocks_done.ptr});
         std::vector<float> p_adam = param, m_adam = m, v_adam = v;
         if (decaying) cpu_decay_weights(p_adam.data(), &decay, adam_lr);
         cpu_adam_step(p_adam.data(), m_adam.data(), v_adam.data(), grad.data(), n, adam_lr, 0.9f,
@@ -614,8 +641,16 @@ void check_optimizers_at(lr_schedule schedule, float decay_rate) {
         double error = std::fmax(worst_update_deviation(dparam2.download(), p_adam, param),
                                  std::fmax(worst_update_deviation(dm.download(), m_adam, m),
                                            worst_update_deviation(dv.download(), v_adam, v)));
-        CHECK(error <= 1, "adam_step n=%zu, decay %g: off by %.3g tolerances", n, decay_rate, error);
+        CHECK(error <= 1 && is_bf16_copy(dcopy.download(), dparam2.download()),
+              "adam_step n=%zu, decay %g: off by %.3g tolerances, or its BF16 copy not the "
+              "parameters rounded", n, decay_rate, error);
         check_step_end(cursor, {5, 3}, blocks_done, "adam_step", n);
+        if (n != 1000) continue;
+        device_buffer<float> dparam3(param), dm3(m), dv3(v); /* and without a copy */
+        device_buffer<pass_cursor> cursor3 = cursor_at(0, 2);
+        gpu_adam_step(stream, dparam3.ptr, dm3.ptr, dv3.ptr, dgrad.ptr, n, schedule, 0.9f, 0.999f,
+                      1e-8f, decaying, nullptr, gpu_step_end{cursor3.ptr, 5, blocks_done.ptr});
+        CHECK(dparam3.download() == dparam2.download(), "adam_step n=%zu without a copy: other parameters", n);
     }
 }
 
@@ -660,19 +695,27 @@ void check_gather(int rows, int features, int ahead, int cut, unsigned max_block
     device_buffer<int32_t> dorder(order), pass_rows(std::vector<int32_t>{first + gathered});
     device_buffer<pass_cursor> cursor = cursor_at(offset, 0);
     device_buffer<float> dx(x.size());
+    device_buffer<__nv_bfloat16> dx16(x.size()); /* the BF16 copy, beside x */
     dx.poison();
+    dx16.poison();
     dy.poison();
     gpu_gather_normalize(stream, {dpixels.ptr, dlabels.ptr, dorder.ptr, pass_rows.ptr, cursor.ptr, ahead},
-                         rows, features, scale, shift, dx.ptr, dy.ptr, max_blocks);
+                         rows, features, scale, shift, dx.ptr, dx16.ptr, dy.ptr, max_blocks);
     std::vector<float> gpu_x = dx.download();
+    const std::vector<__nv_bfloat16> gpu_x16 = dx16.download();
     const size_t past_end = (size_t)gathered * features;
+    bool copied = true;
+    for (size_t i = 0; i < past_end; i++)
+        copied = copied && __bfloat16_as_ushort(gpu_x16[i]) == __bfloat16_as_ushort(__float2bfloat16_rn(gpu_x[i]));
     const std::vector<uint8_t> poison((x.size() - past_end) * sizeof(float), 0xFF);
-    bool untouched = std::memcmp(gpu_x.data() + past_end, poison.data(), poison.size()) == 0;
+    bool untouched = std::memcmp(gpu_x.data() + past_end, poison.data(), poison.size()) == 0 &&
+                     std::memcmp(gpu_x16.data() + past_end, poison.data(), poison.size() / 2) == 0;
     std::fill(gpu_x.begin() + past_end, gpu_x.end(), 0.0f); /* x is 0 there */
     double error = worst_deviation(gpu_x, x, 1e-6, 1e-6);
-    CHECK(error <= 1 && dy.download() == y && untouched,
+    CHECK(error <= 1 && dy.download() == y && untouched && copied,
           "gather_normalize %d rows of %d, %d ahead, %d past the end: off by %.3g tolerances, labels "
-          "differ or rows past the end written", rows, features, ahead, cut, error);
+          "differ, rows past the end written or the BF16 copy not x rounded", rows, features, ahead,
+          cut, error);
 
     /* order == NULL: the rows as they are (a batch the host already gathered) */
     cpu_gather_normalize(pixels.data(), labels.data(), identity_indices(rows).data(), rows, features,
@@ -680,7 +723,7 @@ void check_gather(int rows, int features, int ahead, int cut, unsigned max_block
     dx.poison();
     dy.poison();
     gpu_gather_normalize(stream, {dpixels.ptr, dlabels.ptr, nullptr, nullptr, nullptr, 0}, rows,
-                         features, scale, shift, dx.ptr, dy.ptr, max_blocks);
+                         features, scale, shift, dx.ptr, nullptr, dy.ptr, max_blocks);
     error = worst_deviation(dx.download(), x, 1e-6, 1e-6);
     CHECK(error <= 1 && dy.download() == y,
           "gather_normalize %d rows of %d without an order: off by %.3g or labels differ", rows, features, error);

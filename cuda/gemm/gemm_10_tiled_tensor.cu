@@ -17,6 +17,11 @@
  *   factors rounded to BF16 (7 bits, to nearest, ties to even), two to a register. Both
  *   accumulate in FP32, and the factors are rounded on their way from shared memory into the
  *   registers the tensor cores read: no pass over A or B before the product.
+ * - BF16 operands may also come as BF16 in memory (gpu_gemm_tiled_bf16_stored), rounded to
+ *   nearest even by whoever wrote them: their tiles hold BF16, half the bytes to copy, and
+ *   ldmatrix loads a warp's fragments (four 8×8 matrices an instruction, transposed where the
+ *   tile lies K-major); the products are those of the FP32 originals to the bit (same tiles,
+ *   K slices and order).
  *
  * Fragments (g = lane / 4, t = lane % 4; A is 16×K, B is K×8, C is 16×8):
  * - m16n8k8 TF32: A a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4);
@@ -28,6 +33,7 @@
  * measurements. */
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 #include "libs/cuda_check.h"
 #include "cuda/gemm/gemm_common.cuh"
@@ -48,18 +54,25 @@ template <factor_rounding ROUND> __host__ __device__ constexpr int mma_k() {
 }
 
 /* One operand's stage tile: WIDTH rows of C (A) or columns (B), BK deep, element (i, k) at
- * tile[at(i, k)].
+ * tile[at(i, k)], of type T: FP32, rounded as it leaves (ROUND), or BF16 as it was stored.
  * - K_CONTIGUOUS: tile[i][kk], LINE = BK + 4 for TF32, so a fragment's loads (i = g,
  *   k = t) hit banks 4g + t; BK + 8 for BF16, whose pairs (i = g, k = 2t, 2t + 1) are 8-byte
  *   loads that hit banks 8g + 2t, + 1 in each half warp. (BK = 16: 20 and 24 do the same.)
  * - otherwise tile[kk][i], LINE = WIDTH + 8 for TF32 (k = t, i = g: banks 8t + g), + 4 for
- *   BF16 (k = 2t and 2t + 1: banks 8t + g and 8t + 4 + g). */
-template <int WIDTH, int BK, bool K_CONTIGUOUS_, factor_rounding ROUND> struct operand_tile {
+ *   BF16 (k = 2t and 2t + 1: banks 8t + g and 8t + 4 + g).
+ * - Stored BF16 is read by ldmatrix, 8 lines of 16 bytes at a time: lines of BK + 8 or
+ *   WIDTH + 8 elements (12, 20, 36 or 68 words: 4 more than a multiple of 8) put those 8
+ *   in different banks. */
+template <int WIDTH, int BK, bool K_CONTIGUOUS_, factor_rounding ROUND, typename T>
+struct operand_tile {
     static constexpr bool K_CONTIGUOUS = K_CONTIGUOUS_;
+    static constexpr bool STORED_BF16 = std::is_same<T, __nv_bfloat16>::value;
+    static_assert(!STORED_BF16 || ROUND == ROUND_BF16, "BF16 operands make BF16 products");
     static constexpr int LINE = K_CONTIGUOUS ? BK + (ROUND == ROUND_TF32 ? 4 : 8)
-                                             : WIDTH + (ROUND == ROUND_TF32 ? 8 : 4);
-    static constexpr int FLOATS = K_CONTIGUOUS ? WIDTH * LINE : BK * LINE;
-    static_assert(LINE % 4 == 0, "16-byte copies need 16-byte aligned lines");
+                                             : WIDTH + (ROUND == ROUND_TF32 || STORED_BF16 ? 8 : 4);
+    static constexpr int ELEMENTS = K_CONTIGUOUS ? WIDTH * LINE : BK * LINE;
+    static constexpr int BYTES = ELEMENTS * (int)sizeof(T);
+    static_assert(LINE * sizeof(T) % 16 == 0, "16-byte copies need 16-byte aligned lines");
     __device__ static int at(int i, int k) { return K_CONTIGUOUS ? i * LINE + k : k * LINE + i; }
 };
 
@@ -75,35 +88,42 @@ struct tensor_tile {
     static_assert(TILES_M * MMA_M == WM && TILES_N * MMA_N == WN, "tiles must nest");
 };
 /* The 64×64 tile in 4 stages: with 3, tiled TF32 and BF16 epochs were 1-3% slower (H200).
+ * Stored BF16 in steps of twice the depth (the bytes of an FP32 stage) was no faster at batch
+ * 512 and 2% slower at 2048 (epochs, H100).
  * BLOCKS_PER_SM bounds the registers; the shared memory decides how many blocks fit: 3 of the
  * 64×64 tile, but 2 in BF16 with both operands K-contiguous (80 KB a block). */
 using large_tile = tensor_tile<128, 128, 32, 3, 2, 4, 1>; /* warp tile 64×32: 4×4 mma tiles */
 using small_tile = tensor_tile<64, 64, 32, 4, 2, 2, 3>;   /* warp tile 32×32: 2×4 */
 using narrow_tile = tensor_tile<32, 32, 16, 3, 2, 1, 8>;  /* warp tile 16×32: 1×4 */
 
-/* A stage in shared memory: A's tile, then B's (op(B)ᵀ: element (j, k) is B's (k, j)). A is
- * K-contiguous unless transposed; B is K-contiguous when transposed. */
-template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND> struct stage_layout {
-    using A = operand_tile<CFG::BM, CFG::BK, !TRANS_A, ROUND>;
-    using B = operand_tile<CFG::BN, CFG::BK, TRANS_B, ROUND>;
-    static constexpr int FLOATS = A::FLOATS + B::FLOATS;
-    static constexpr size_t SHARED_BYTES = CFG::STAGES * FLOATS * sizeof(float);
+/* A stage in shared memory: A's tile, then B's (op(B)ᵀ: element (j, k) is B's (k, j)), both of
+ * type T. A is K-contiguous unless transposed; B is K-contiguous when transposed. A split
+ * product's partial tile (BM×BN floats) reuses the stages' memory after the last product. */
+template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename T>
+struct stage_layout {
+    using A = operand_tile<CFG::BM, CFG::BK, !TRANS_A, ROUND, T>;
+    using B = operand_tile<CFG::BN, CFG::BK, TRANS_B, ROUND, T>;
+    static constexpr int BYTES = A::BYTES + B::BYTES;
+    static constexpr size_t PARTIAL_BYTES = (size_t)CFG::BM * CFG::BN * sizeof(float);
+    static constexpr size_t SHARED_BYTES = CFG::STAGES * (size_t)BYTES > PARTIAL_BYTES
+                                               ? CFG::STAGES * (size_t)BYTES
+                                               : PARTIAL_BYTES;
     static_assert(CFG::BK % mma_k<ROUND>() == 0, "whole mma steps in a stage");
-    static_assert(CFG::BM * CFG::BN <= CFG::STAGES * FLOATS, "the partial tile fits in the stages");
+    static_assert(BYTES % 16 == 0, "every tile starts 16-byte aligned");
 };
 
 /* Starts copying one operand's tile: elements (i0 + i, k0 + kk), zero outside the matrix (i at
  * or past i_end, k at or past k_end), from x, where element (i, k) is x[i·ld + k] if the tile
  * is K-contiguous, else x[k·ld + i]. Either way the copy runs along memory, 16 bytes at a time. */
-template <typename TILE, int WIDTH, int BK, int THREADS>
-__device__ __forceinline__ void copy_operand(float *tile, const float *x, int ld, int i0, int k0,
+template <typename TILE, int WIDTH, int BK, int THREADS, typename T>
+__device__ __forceinline__ void copy_operand(T *tile, const T *x, int ld, int i0, int k0,
                                              int i_end, int k_end, bool vectors) {
     if constexpr (TILE::K_CONTIGUOUS)
-        copy_tile_async<float, WIDTH, BK, TILE::LINE, THREADS>(tile, x + (size_t)i0 * ld + k0, ld,
-                                                              i0, k0, i_end, k_end, vectors);
+        copy_tile_async<T, WIDTH, BK, TILE::LINE, THREADS>(tile, x + (size_t)i0 * ld + k0, ld, i0,
+                                                          k0, i_end, k_end, vectors);
     else
-        copy_tile_async<float, BK, WIDTH, TILE::LINE, THREADS>(tile, x + (size_t)k0 * ld + i0, ld,
-                                                              k0, i0, k_end, i_end, vectors);
+        copy_tile_async<T, BK, WIDTH, TILE::LINE, THREADS>(tile, x + (size_t)k0 * ld + i0, ld, k0,
+                                                          i0, k_end, i_end, vectors);
 }
 
 /* The register a TF32 mma reads for element (i, k) of a tile: x rounded to TF32 (an FP32
@@ -134,6 +154,66 @@ __device__ __forceinline__ uint32_t factor_at(const float *tile, int i, int k) {
     }
 }
 
+/* ---- fragments: the registers one warp's mma reads, from a stage tile ---- */
+
+/* A's fragment of the block at rows row.. row + 15, k kk.. (16 deep in BF16, 8 in TF32). */
+template <typename TILE, factor_rounding ROUND>
+__device__ __forceinline__ void a_fragment(const float *tile, int row, int kk, uint32_t (&af)[4]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int k_low = kk + (ROUND == ROUND_TF32 ? t : 2 * t), k_high = k_low + mma_k<ROUND>() / 2;
+    af[0] = factor_at<TILE, ROUND>(tile, row + g, k_low);
+    af[1] = factor_at<TILE, ROUND>(tile, row + g + 8, k_low);
+    af[2] = factor_at<TILE, ROUND>(tile, row + g, k_high);
+    af[3] = factor_at<TILE, ROUND>(tile, row + g + 8, k_high);
+}
+
+/* B's fragments of the two blocks at columns col.. col + 7 and col + 8.. col + 15, k kk... */
+template <typename TILE, factor_rounding ROUND>
+__device__ __forceinline__ void b_fragments(const float *tile, int col, int kk, uint32_t (&bf)[2][2]) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int k_low = kk + (ROUND == ROUND_TF32 ? t : 2 * t), k_high = k_low + mma_k<ROUND>() / 2;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        bf[j][0] = factor_at<TILE, ROUND>(tile, col + 8 * j + g, k_low);
+        bf[j][1] = factor_at<TILE, ROUND>(tile, col + 8 * j + g, k_high);
+    }
+}
+
+/* Four 8×8 matrices of 16-bit values from shared memory, one instruction a warp: lane L gives
+ * the address of row L % 8 of matrix L / 8 (16 bytes, aligned), and gets, of each matrix in
+ * turn, elements (L / 4, 2·(L % 4)) and the next, or with TRANSPOSE (2·(L % 4), L / 4) and the
+ * one below: an mma fragment either way. */
+template <bool TRANSPOSE>
+__device__ __forceinline__ void load_matrices(const __nv_bfloat16 *row, uint32_t (&m)[4]) {
+    if constexpr (TRANSPOSE)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+                     : "r"(shared_address(row)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+                     : "r"(shared_address(row)));
+}
+
+/* Stored BF16: the same fragments by ldmatrix, transposing where the tile lies K-major
+ * (tile[kk][i]). A's matrices: rows +0 and +8 at k +0, then at k +8 (a0 to a3). */
+template <typename TILE, factor_rounding ROUND>
+__device__ __forceinline__ void a_fragment(const __nv_bfloat16 *tile, int row, int kk, uint32_t (&af)[4]) {
+    const int lane = threadIdx.x % 32, matrix = lane / 8, r = lane % 8;
+    const int i = row + matrix % 2 * 8 + (TILE::K_CONTIGUOUS ? r : 0);
+    const int k = kk + matrix / 2 * 8 + (TILE::K_CONTIGUOUS ? 0 : r);
+    load_matrices<!TILE::K_CONTIGUOUS>(tile + TILE::at(i, k), af);
+}
+
+/* B's matrices: columns +0 at k +0 and +8 (the first block's b0, b1), then columns +8. */
+template <typename TILE, factor_rounding ROUND>
+__device__ __forceinline__ void b_fragments(const __nv_bfloat16 *tile, int col, int kk, uint32_t (&bf)[2][2]) {
+    const int lane = threadIdx.x % 32, matrix = lane / 8, r = lane % 8;
+    const int j = col + matrix / 2 * 8 + (TILE::K_CONTIGUOUS ? r : 0);
+    const int k = kk + matrix % 2 * 8 + (TILE::K_CONTIGUOUS ? 0 : r);
+    load_matrices<!TILE::K_CONTIGUOUS>(tile + TILE::at(j, k), reinterpret_cast<uint32_t (&)[4]>(bf));
+}
+
 template <factor_rounding ROUND>
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     if constexpr (ROUND == ROUND_TF32)
@@ -148,33 +228,35 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-/* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C). Grid ceil(N/BN) × ceil(M/BM) × slices,
- * block z multiplying K slice z; with more than one slice, a tile's blocks form a cluster
- * (1 × 1 × slices). stage_layout's SHARED_BYTES of dynamic shared memory. */
-template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND>
+/* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C), A and B of type T. Grid
+ * ceil(N/BN) × ceil(M/BM) × slices, block z multiplying K slice z; with more than one slice, a
+ * tile's blocks form a cluster (1 × 1 × slices). stage_layout's SHARED_BYTES of dynamic shared
+ * memory. */
+template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename T>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
-gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
-                   int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
+gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const T *__restrict__ a,
+                   int lda, const T *__restrict__ b, int ldb, float beta, float *__restrict__ c,
                    int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
-    using STAGE = stage_layout<CFG, TRANS_A, TRANS_B, ROUND>;
+    using STAGE = stage_layout<CFG, TRANS_A, TRANS_B, ROUND, T>;
     using A_TILE = typename STAGE::A;
     using B_TILE = typename STAGE::B;
     constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, STAGES = CFG::STAGES;
-    constexpr int MMA_K = mma_k<ROUND>(), K_HALF = MMA_K / 2;
-    extern __shared__ __align__(16) float shared[]; /* stage s: A's tile, then B's */
+    constexpr int MMA_K = mma_k<ROUND>();
+    static_assert(CFG::TILES_N % 2 == 0, "B's fragments come two blocks at a time");
+    extern __shared__ __align__(16) unsigned char shared[]; /* stage s: A's tile, then B's */
     wait_for_previous_kernel();
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int k_lane = ROUND == ROUND_TF32 ? t : 2 * t; /* the fragments' first k */
     const int warp_row = (warp / CFG::WARPS_N) * CFG::WM, warp_col = (warp % CFG::WARPS_N) * CFG::WN;
     const gemm_k_range range = block_k_range(k, k_per_split);
     const int steps = (range.end - range.begin + BK - 1) / BK;
+    auto a_tile_of = [&](int step) { return reinterpret_cast<T *>(shared + (step % STAGES) * STAGE::BYTES); };
+    auto b_tile_of = [&](int step) { return reinterpret_cast<T *>(shared + (step % STAGES) * STAGE::BYTES + A_TILE::BYTES); };
 
     auto start_copying = [&](int step) {
-        float *a_tile = shared + (step % STAGES) * STAGE::FLOATS, *b_tile = a_tile + A_TILE::FLOATS;
         const int k0 = range.begin + step * BK;
-        copy_operand<A_TILE, BM, BK, CFG::THREADS>(a_tile, a, lda, row0, k0, m, range.end, vector_a);
-        copy_operand<B_TILE, BN, BK, CFG::THREADS>(b_tile, b, ldb, col0, k0, n, range.end, vector_b);
+        copy_operand<A_TILE, BM, BK, CFG::THREADS>(a_tile_of(step), a, lda, row0, k0, m, range.end, vector_a);
+        copy_operand<B_TILE, BN, BK, CFG::THREADS>(b_tile_of(step), b, ldb, col0, k0, n, range.end, vector_b);
     };
 #pragma unroll
     for (int step = 0; step < STAGES - 1; step++) {
@@ -189,25 +271,18 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const floa
         if (step + STAGES - 1 < steps) start_copying(step + STAGES - 1);
         cp_async_commit();
 
-        const float *a_tile = shared + (step % STAGES) * STAGE::FLOATS;
-        const float *b_tile = a_tile + A_TILE::FLOATS;
+        const T *a_tile = a_tile_of(step), *b_tile = b_tile_of(step);
 #pragma unroll
         for (int kk = 0; kk < BK; kk += MMA_K) {
-            const int k_low = kk + k_lane, k_high = k_low + K_HALF;
             uint32_t bf[CFG::TILES_N][2];
 #pragma unroll
-            for (int j = 0; j < CFG::TILES_N; j++) {
-                const int col = warp_col + j * MMA_N + g;
-                bf[j][0] = factor_at<B_TILE, ROUND>(b_tile, col, k_low);
-                bf[j][1] = factor_at<B_TILE, ROUND>(b_tile, col, k_high);
-            }
+            for (int j = 0; j < CFG::TILES_N; j += 2)
+                b_fragments<B_TILE, ROUND>(b_tile, warp_col + j * MMA_N, kk,
+                                           reinterpret_cast<uint32_t (&)[2][2]>(bf[j]));
 #pragma unroll
             for (int i = 0; i < CFG::TILES_M; i++) {
-                const int row = warp_row + i * MMA_M + g;
-                const uint32_t af[4] = {factor_at<A_TILE, ROUND>(a_tile, row, k_low),
-                                        factor_at<A_TILE, ROUND>(a_tile, row + 8, k_low),
-                                        factor_at<A_TILE, ROUND>(a_tile, row, k_high),
-                                        factor_at<A_TILE, ROUND>(a_tile, row + 8, k_high)};
+                uint32_t af[4];
+                a_fragment<A_TILE, ROUND>(a_tile, warp_row + i * MMA_M, kk, af);
 #pragma unroll
                 for (int j = 0; j < CFG::TILES_N; j++) mma<ROUND>(acc[i][j], af, bf[j]);
             }
@@ -216,6 +291,7 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const floa
 
     const gemm_output out = output_to_c(c, ldc, alpha, beta, epilogue);
     const bool split = gridDim.z > 1;
+    float *partial = reinterpret_cast<float *>(shared);
     if (split) {
         cp_async_wait<0>(); /* only empty groups are left, but the stages are about to be reused */
         __syncthreads();    /* every warp has finished reading the last stage */
@@ -227,31 +303,38 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const floa
             const int row = warp_row + i * MMA_M + g, col = warp_col + j * MMA_N + 2 * t;
             const float *d = acc[i][j];
             if (split) { /* the partial tile, row-major, where the cluster's sum reads it */
-                *reinterpret_cast<float2 *>(shared + row * BN + col) = make_float2(d[0], d[1]);
-                *reinterpret_cast<float2 *>(shared + (row + 8) * BN + col) = make_float2(d[2], d[3]);
+                *reinterpret_cast<float2 *>(partial + row * BN + col) = make_float2(d[0], d[1]);
+                *reinterpret_cast<float2 *>(partial + (row + 8) * BN + col) = make_float2(d[2], d[3]);
             } else {
                 store_pair(out, m, n, row0 + row, col0 + col, d[0], d[1]);
                 store_pair(out, m, n, row0 + row + 8, col0 + col, d[2], d[3]);
             }
         }
-    if (split) store_cluster_sum<BM, BN, CFG::THREADS>(shared, out, m, n, row0, col0);
+    if (split) store_cluster_sum<BM, BN, CFG::THREADS>(partial, out, m, n, row0, col0);
 }
 
-template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND>
-void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
-    constexpr size_t shared_bytes = stage_layout<CFG, TRANS_A, TRANS_B, ROUND>::SHARED_BYTES;
+/* Whether 16-byte copies of a matrix of T are aligned: the base and every row. */
+template <typename T> bool vectors_aligned(const T *x, int ld) {
+    return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld * sizeof(T) % 16 == 0;
+}
+
+template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename T>
+void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, cudaStream_t stream, int m,
+                   int n, int k, float alpha, const T *a, int lda, const T *b, int ldb, float beta,
+                   float *c, int ldc) {
+    constexpr size_t shared_bytes = stage_layout<CFG, TRANS_A, TRANS_B, ROUND, T>::SHARED_BYTES;
     static bool allowed = false; /* above 48 KB, the limit must be raised once per kernel */
     if (!allowed) {
-        CUDA_CHECK(cudaFuncSetAttribute(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND>,
+        CUDA_CHECK(cudaFuncSetAttribute(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND, T>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)shared_bytes));
         allowed = true;
     }
     const dim3 grid(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
-    launch_dependent(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND>, grid, CFG::THREADS,
+    launch_dependent(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND, T>, grid, CFG::THREADS,
                      shared_bytes, stream, split.splits, m, n, k, split.k_per_split, alpha, a,
-                     lda, b, ldb, beta, c, ldc, epilogue, float4_aligned(a, lda),
-                     float4_aligned(b, ldb));
+                     lda, b, ldb, beta, c, ldc, epilogue, vectors_aligned(a, lda),
+                     vectors_aligned(b, ldb));
 }
 
 /* K cut into `forced` slices, or (0) as the grid wants them (power_of_two_slices); one where
@@ -265,12 +348,18 @@ template <typename CFG> gemm_k_split split_for(int forced, int m, int n, int k) 
     return gemm_k_slices((int)wanted, k, CFG::BK, MIN_SLICE);
 }
 
-template <typename CFG, factor_rounding ROUND>
-void run(int forced_splits, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
+/* The arguments of every rung (GPU_GEMM_ARGS), with A and B of type T. */
+#define GEMM_TENSOR_PARAMS(T)                                                                      \
+    cudaStream_t stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const T *a, \
+        int lda, const T *b, int ldb, float beta, float *c, int ldc
+#define GEMM_TENSOR_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
+
+template <typename CFG, factor_rounding ROUND, typename T>
+void run(int forced_splits, const gemm_epilogue &epilogue, GEMM_TENSOR_PARAMS(T)) {
     const gemm_k_split split = split_for<CFG>(forced_splits, m, n, k);
 #define GEMM_TENSOR_LAUNCH(TA, TB)                                                                 \
-    launch_kernel<CFG, TA, TB, ROUND>(split, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, \
-                                      lda, b, ldb, beta, c, ldc)
+    launch_kernel<CFG, TA, TB, ROUND, T>(split, epilogue, stream, m, n, k, alpha, a, lda, b, ldb,  \
+                                         beta, c, ldc)
     if (!trans_a && !trans_b) GEMM_TENSOR_LAUNCH(false, false);
     else if (trans_a && !trans_b) GEMM_TENSOR_LAUNCH(true, false);
     else if (!trans_a && trans_b) GEMM_TENSOR_LAUNCH(false, true);
@@ -278,14 +367,12 @@ void run(int forced_splits, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
 #undef GEMM_TENSOR_LAUNCH
 }
 
-template <factor_rounding ROUND>
-void run_tile(int tile, int forced_splits, const gemm_epilogue *epilogue, GPU_GEMM_ARGS) {
+template <factor_rounding ROUND, typename T>
+void run_tile(int tile, int forced_splits, const gemm_epilogue *epilogue, GEMM_TENSOR_PARAMS(T)) {
     const gemm_epilogue e = epilogue ? *epilogue : gemm_epilogue{};
-#define GEMM_TENSOR_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
-    if (tile == 128) run<large_tile, ROUND>(forced_splits, e, GEMM_TENSOR_ARGS);
-    else if (tile == 64) run<small_tile, ROUND>(forced_splits, e, GEMM_TENSOR_ARGS);
-    else run<narrow_tile, ROUND>(forced_splits, e, GEMM_TENSOR_ARGS);
-#undef GEMM_TENSOR_ARGS
+    if (tile == 128) run<large_tile, ROUND, T>(forced_splits, e, GEMM_TENSOR_ARGS);
+    else if (tile == 64) run<small_tile, ROUND, T>(forced_splits, e, GEMM_TENSOR_ARGS);
+    else run<narrow_tile, ROUND, T>(forced_splits, e, GEMM_TENSOR_ARGS);
 }
 
 /* The tile rung 5 would take, in its simplest form: 128×128 where those give every
@@ -299,11 +386,10 @@ int chosen_tile(int m, int n, int k) {
 
 bool has_tile(int rows, int cols) { return rows == cols && (rows == 32 || rows == 64 || rows == 128); }
 
-template <factor_rounding ROUND>
-void gemm(int tile, int splits, const gemm_epilogue *epilogue, GPU_GEMM_ARGS) {
+template <factor_rounding ROUND, typename T>
+void gemm(int tile, int splits, const gemm_epilogue *epilogue, GEMM_TENSOR_PARAMS(T)) {
     if (m == 0 || n == 0) return;
-    run_tile<ROUND>(tile ? tile : chosen_tile(m, n, k), splits, epilogue, stream, trans_a, trans_b,
-                    m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    run_tile<ROUND, T>(tile ? tile : chosen_tile(m, n, k), splits, epilogue, GEMM_TENSOR_ARGS);
 }
 
 void refuse_plan(const char *name, int rows, int cols) {
@@ -316,18 +402,28 @@ void refuse_plan(const char *name, int rows, int cols) {
 bool gpu_gemm_tiled_tensor_has_tile(int rows, int cols) { return has_tile(rows, cols); }
 
 void gpu_gemm_tiled_tf32(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gemm<ROUND_TF32>(0, 0, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm<ROUND_TF32, float>(0, 0, epilogue, GEMM_TENSOR_ARGS);
 }
 
 void gpu_gemm_tiled_bf16(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gemm<ROUND_BF16>(0, 0, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemm<ROUND_BF16, float>(0, 0, epilogue, GEMM_TENSOR_ARGS);
+}
+
+void gpu_gemm_tiled_bf16_stored(GPU_GEMM_BF16_ARGS, const gemm_epilogue *epilogue) {
+    gemm<ROUND_BF16, __nv_bfloat16>(0, 0, epilogue, GEMM_TENSOR_ARGS);
 }
 
 void gpu_gemm_tiled_tensor_with_plan(gemm_precision precision, int tile_rows, int tile_cols,
                                      int splits, GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (tile_rows && !has_tile(tile_rows, tile_cols)) refuse_plan("gpu_gemm_tiled_tensor_with_plan", tile_rows, tile_cols);
     if (precision == PRECISION_BF16)
-        gemm<ROUND_BF16>(tile_rows, splits, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        gemm<ROUND_BF16, float>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
     else
-        gemm<ROUND_TF32>(tile_rows, splits, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        gemm<ROUND_TF32, float>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
+}
+
+void gpu_gemm_tiled_bf16_stored_with_plan(int tile_rows, int tile_cols, int splits,
+                                          GPU_GEMM_BF16_ARGS, const gemm_epilogue *epilogue) {
+    if (tile_rows && !has_tile(tile_rows, tile_cols)) refuse_plan("gpu_gemm_tiled_bf16_stored_with_plan", tile_rows, tile_cols);
+    gemm<ROUND_BF16, __nv_bfloat16>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
 }

@@ -101,6 +101,13 @@ bool gpu_gemm_tiled_tensor_has_tile(int rows, int cols);
 void gpu_gemm_tiled_tensor_with_plan(gemm_precision precision, int tile_rows, int tile_cols,
                                      int splits, GPU_GEMM_ARGS,
                                      const gemm_epilogue *epilogue = nullptr);
+/*     The BF16 GEMM with A and B stored as BF16 (GPU_GEMM_BF16_ARGS): half the bytes to read,
+ *     and, given A and B rounded to nearest even from FP32 ones, the bits gpu_gemm_tiled_bf16
+ *     gives on those (the same tiles, K slices and order of the products). */
+void gpu_gemm_tiled_bf16_stored(GPU_GEMM_BF16_ARGS, const gemm_epilogue *epilogue = nullptr);
+void gpu_gemm_tiled_bf16_stored_with_plan(int tile_rows, int tile_cols, int splits,
+                                          GPU_GEMM_BF16_ARGS,
+                                          const gemm_epilogue *epilogue = nullptr);
 
 /* Helpers of the rungs. transpose.cu: out (cols×rows, row stride rows) = xᵀ, x rows×cols with
  * row stride ld. round_to_bf16.cu: out[i] = x[i] rounded to the nearest BF16 (ties to even). */

@@ -12,7 +12,8 @@
  * its pixels). Otherwise a block's y-index is a row of the batch, its threads run along the
  * row's pixels, one each. Reads of a sample's bytes and writes of its floats are coalesced
  * either way. A batch gathered ahead (gpu_feed.cu) is found past the cursor (source.ahead),
- * stops at the pass's end, and runs in a capped grid, each thread taking several quads. */
+ * stops at the pass's end, and runs in a capped grid, each thread taking several quads. A BF16
+ * copy of x, where asked for, is written beside it (8 bytes a quad). */
 #include <climits>
 
 #include "libs/cuda_check.h"
@@ -44,7 +45,8 @@ __device__ __forceinline__ batch_rows find_batch(const gpu_batch_source &source,
 
 /* features a multiple of 4: every row of pixels and of x starts 4- and 16-byte aligned */
 __global__ void gather_quads_kernel(gpu_batch_source source, int max_rows, int features,
-                                    float scale, float shift, float *x, uint8_t *y) {
+                                    float scale, float shift, float *x, __nv_bfloat16 *x_bf16,
+                                    uint8_t *y) {
     wait_for_previous_kernel();
     const batch_rows batch = find_batch(source, max_rows);
     const int quads_per_row = features / 4, quads = batch.rows * quads_per_row; /* < 2^31: the caller */
@@ -53,14 +55,21 @@ __global__ void gather_quads_kernel(gpu_batch_source source, int max_rows, int f
         const size_t sample = batch.indices ? (size_t)batch.indices[row] : (size_t)row;
         const uint8_t label = quad == 0 ? source.labels[sample] : 0;
         const uchar4 p = reinterpret_cast<const uchar4 *>(source.pixels + sample * features)[quad];
-        reinterpret_cast<float4 *>(x + (size_t)row * features)[quad] =
-            make_float4(p.x * scale + shift, p.y * scale + shift, p.z * scale + shift, p.w * scale + shift);
+        const float4 v = make_float4(p.x * scale + shift, p.y * scale + shift, p.z * scale + shift,
+                                     p.w * scale + shift);
+        reinterpret_cast<float4 *>(x + (size_t)row * features)[quad] = v;
+        if (x_bf16) {
+            const __nv_bfloat162 low = __floats2bfloat162_rn(v.x, v.y), high = __floats2bfloat162_rn(v.z, v.w);
+            reinterpret_cast<__nv_bfloat162 *>(x_bf16 + (size_t)row * features)[2 * quad] = low;
+            reinterpret_cast<__nv_bfloat162 *>(x_bf16 + (size_t)row * features)[2 * quad + 1] = high;
+        }
         if (quad == 0) y[row] = label;
     }
 }
 
 __global__ void gather_pixels_kernel(gpu_batch_source source, int max_rows, int features,
-                                     float scale, float shift, float *x, uint8_t *y) {
+                                     float scale, float shift, float *x, __nv_bfloat16 *x_bf16,
+                                     uint8_t *y) {
     wait_for_previous_kernel();
     const batch_rows batch = find_batch(source, max_rows);
     const int first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
@@ -70,7 +79,10 @@ __global__ void gather_pixels_kernel(gpu_batch_source source, int max_rows, int 
         const uint8_t label = labeller ? source.labels[sample] : 0;
         const uint8_t *pixels = source.pixels + sample * features;
         float *destination = x + (size_t)row * features;
-        for (int f = first; f < features; f += stride) destination[f] = pixels[f] * scale + shift;
+        for (int f = first; f < features; f += stride) {
+            destination[f] = pixels[f] * scale + shift;
+            if (x_bf16) x_bf16[(size_t)row * features + f] = __float2bfloat16_rn(destination[f]);
+        }
         if (labeller) y[row] = label;
     }
 }
@@ -78,7 +90,8 @@ __global__ void gather_pixels_kernel(gpu_batch_source source, int max_rows, int 
 } // namespace
 
 void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows, int features,
-                          float scale, float shift, float *x, uint8_t *y, unsigned max_blocks) {
+                          float scale, float shift, float *x, __nv_bfloat16 *x_bf16, uint8_t *y,
+                          unsigned max_blocks) {
     if (rows == 0) return;
     const unsigned cap = max_blocks ? max_blocks : 65535;
     const size_t quads = (size_t)rows * (features / 4);
@@ -86,12 +99,12 @@ void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows
         size_t wanted = (quads + THREADS - 1) / THREADS;
         unsigned blocks = wanted < 1 ? 1 : wanted < cap ? (unsigned)wanted : cap;
         launch_dependent(gather_quads_kernel, blocks, THREADS, 0, stream, 1, source, rows, features,
-                         scale, shift, x, y);
+                         scale, shift, x, x_bf16, y);
         return;
     }
     const unsigned along_row = blocks_for(features, THREADS);
     const unsigned row_cap = cap / along_row > 1 ? cap / along_row : 1;
     dim3 blocks(along_row, (unsigned)rows < row_cap ? (unsigned)rows : row_cap);
     launch_dependent(gather_pixels_kernel, blocks, THREADS, 0, stream, 1, source, rows, features,
-                     scale, shift, x, y);
+                     scale, shift, x, x_bf16, y);
 }

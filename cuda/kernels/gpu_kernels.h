@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "core/backend.h" /* gemm_epilogue, pass_cursor */
@@ -48,8 +49,10 @@ void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float 
 /* The same two launches on two streams: the rows (logits, loss, hidden_delta, the partial
  * sums) on `stream`; the sums of the partials (weight_grad, bias_grad, hidden_bias_grad) on
  * `sums_stream`, after the rows (the caller orders it so: an event). What comes next in the
- * step (layer 1's weight gradient reads hidden_delta only) need not wait for the sums. */
-void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch);
+ * step (layer 1's weight gradient reads hidden_delta only) need not wait for the sums.
+ * hidden_delta_bf16 (rows×in; nullptr: none) gets hidden_delta rounded to BF16 (nearest even). */
+void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch,
+                           __nv_bfloat16 *hidden_delta_bf16 = nullptr);
 void gpu_output_layer_sums(cudaStream_t sums_stream, const output_layer_step &step, const float *scratch);
 
 /* cursor.cu: cursor->first_row += rows, cursor->optimizer_steps += 1, on the device. */
@@ -62,7 +65,8 @@ void gpu_sum(cudaStream_t stream, const float *x, size_t n, float *result);
  * (first_row += rows, optimizer_steps += 1). Adam's t = cursor->optimizer_steps + 1, read on the
  * device by every block, so there the last block to finish moves it: blocks_done counts the
  * finished blocks and is back at 0 after each launch (one counter per stream, zeroed before its
- * first use; SGD does not use it). */
+ * first use; SGD does not use it). param_bf16 (n values; nullptr: none) gets each updated
+ * parameter rounded to BF16 (nearest even). */
 typedef struct {
     pass_cursor *cursor;
     int rows;
@@ -70,10 +74,10 @@ typedef struct {
 } gpu_step_end;
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
                            size_t n, lr_schedule schedule, float momentum,
-                           const weight_decay *decay, gpu_step_end end);
+                           const weight_decay *decay, __nv_bfloat16 *param_bf16, gpu_step_end end);
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
                    size_t n, lr_schedule schedule, float beta1, float beta2, float eps,
-                   const weight_decay *decay, gpu_step_end end);
+                   const weight_decay *decay, __nv_bfloat16 *param_bf16, gpu_step_end end);
 
 /* Where a batch's samples are: the data set's pixels (count×features bytes) and labels, and,
  * where order is not NULL, which of them: row r of the batch is sample
@@ -91,9 +95,11 @@ typedef struct {
 /* x[r] = pixels[i] * scale + shift, y[r] = labels[i] for the batch's rows r (source above): at
  * most `rows`, fewer where the pass ends first; the rows of x and y past them are left as
  * they were. max_blocks caps the grid (0: as many blocks as the rows need): a gather that runs
- * beside other kernels takes the spare threads of a few multiprocessors, not all of them. */
+ * beside other kernels takes the spare threads of a few multiprocessors, not all of them.
+ * x_bf16 (nullptr: none) gets x's rows rounded to BF16 (nearest even), in the same launch. */
 void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows, int features,
-                          float scale, float shift, float *x, uint8_t *y, unsigned max_blocks);
+                          float scale, float shift, float *x, __nv_bfloat16 *x_bf16, uint8_t *y,
+                          unsigned max_blocks);
 
 /* p2p_all_reduce.cu: data[0..n) = its sum over the ranks, in rank order, on GPUs that read each
  * other's memory (cuda/gpu_p2p.cu maps the buffers and flags below into every rank). Each rank

@@ -11,9 +11,14 @@
  *
  * Weight decay (backend.h; its spans in device memory) scales a weight by keep = 1 - lr·rate just
  * before its update, in the same pass; each kernel is compiled with it (DECAY) and without, the
- * form launched without decay being the update as it was before decay existed. */
+ * form launched without decay being the update as it was before decay existed.
+ *
+ * With a BF16 copy of the parameters (gpu_bf16_copies.h; nullptr: none), each kernel also
+ * writes every parameter it updates to the copy, rounded to nearest even. */
 #include <cmath>
 #include <cstdint>
+
+#include <cuda_bf16.h>
 
 #include "libs/cuda_check.h"
 #include "cuda/kernels/dependent_launch.cuh"
@@ -55,10 +60,20 @@ __device__ __forceinline__ float sgd_momentum(float &param, float velocity, floa
 /* Four parameters a thread (float4) over the first 4·quads, then one a thread over the rest: a
  * quarter of the loads and stores to issue (1.76 µs a step at batch 512 on an H200 with one a
  * thread). quads is 0 where the arrays are not 16-byte aligned. */
+/* Four parameters into their BF16 copy (8 bytes). */
+__device__ __forceinline__ void store_bf16_quad(__nv_bfloat16 *copy, size_t q, float4 p) {
+    const __nv_bfloat162 low = __floats2bfloat162_rn(p.x, p.y), high = __floats2bfloat162_rn(p.z, p.w);
+    uint2 bits;
+    bits.x = *reinterpret_cast<const uint32_t *>(&low);
+    bits.y = *reinterpret_cast<const uint32_t *>(&high);
+    reinterpret_cast<uint2 *>(copy)[q] = bits;
+}
+
 template <bool DECAY>
 __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *grad, size_t n,
                                     size_t quads, lr_schedule schedule, float momentum,
-                                    const weight_decay *decay, gpu_step_end end) {
+                                    const weight_decay *decay, __nv_bfloat16 *param_bf16,
+                                    gpu_step_end end) {
     wait_for_previous_kernel();
     const bool varies = schedule_varies(schedule);
     const float lr = varies ? schedule_lr(schedule, end.cursor->optimizer_steps) : schedule.lr;
@@ -81,10 +96,12 @@ __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *
         v.w = sgd_momentum(p.w, v.w, g.w, lr, momentum);
         velocity4[q] = v;
         param4[q] = p;
+        if (param_bf16) store_bf16_quad(param_bf16, q, p);
     }
     for (size_t i = 4 * quads + first; i < n; i += stride) {
         if (DECAY) param[i] = decayed(param[i], decay, i, keep);
         velocity[i] = sgd_momentum(param[i], velocity[i], grad[i], lr, momentum);
+        if (param_bf16) param_bf16[i] = __float2bfloat16_rn(param[i]);
     }
     if (varies) move_cursor_on_when_read(end);
     else if (blockIdx.x == 0 && threadIdx.x == 0) move_cursor_on(end);
@@ -96,7 +113,7 @@ __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *
 template <bool DECAY>
 __global__ void adam_kernel(float *param, float *m, float *v, const float *grad, size_t n,
                             lr_schedule schedule, float beta1, float beta2, float eps,
-                            const weight_decay *decay, gpu_step_end end) {
+                            const weight_decay *decay, __nv_bfloat16 *param_bf16, gpu_step_end end) {
     wait_for_previous_kernel();
     int t = end.cursor->optimizer_steps + 1;
     float lr = schedule_lr(schedule, t - 1);
@@ -112,6 +129,7 @@ __global__ void adam_kernel(float *param, float *m, float *v, const float *grad,
         v[i] = vi;
         if (DECAY) param[i] = decayed(param[i], decay, i, keep);
         param[i] -= lr * (mi * m_correction) / (sqrtf(vi * v_correction) + eps);
+        if (param_bf16) param_bf16[i] = __float2bfloat16_rn(param[i]);
     }
     move_cursor_on_when_read(end);
 }
@@ -126,18 +144,20 @@ unsigned grid_for(size_t n) {
 
 void gpu_sgd_momentum_step(cudaStream_t stream, float *param, float *velocity, const float *grad,
                            size_t n, lr_schedule schedule, float momentum,
-                           const weight_decay *decay, gpu_step_end end) {
+                           const weight_decay *decay, __nv_bfloat16 *param_bf16, gpu_step_end end) {
     const bool aligned = (reinterpret_cast<uintptr_t>(param) | reinterpret_cast<uintptr_t>(velocity) |
-                          reinterpret_cast<uintptr_t>(grad)) % 16 == 0;
+                          reinterpret_cast<uintptr_t>(grad)) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(param_bf16) % 8 == 0;
     const size_t quads = aligned ? n / 4 : 0;
     launch_dependent(decay ? sgd_momentum_kernel<true> : sgd_momentum_kernel<false>,
                      grid_for(aligned ? quads : n), THREADS, 0, stream, 1, param, velocity, grad, n,
-                     quads, schedule, momentum, decay, end); /* the tail: fewer than 4 threads */
+                     quads, schedule, momentum, decay, param_bf16, end); /* the tail: fewer than 4 threads */
 }
 
 void gpu_adam_step(cudaStream_t stream, float *param, float *m, float *v, const float *grad,
                    size_t n, lr_schedule schedule, float beta1, float beta2, float eps,
-                   const weight_decay *decay, gpu_step_end end) {
+                   const weight_decay *decay, __nv_bfloat16 *param_bf16, gpu_step_end end) {
     launch_dependent(decay ? adam_kernel<true> : adam_kernel<false>, grid_for(n), THREADS,
-                     0, stream, 1, param, m, v, grad, n, schedule, beta1, beta2, eps, decay, end);
+                     0, stream, 1, param, m, v, grad, n, schedule, beta1, beta2, eps, decay,
+                     param_bf16, end);
 }

@@ -28,6 +28,8 @@
  *   puts it beside layer 1's weight gradient, which needs only dh): gpu_output_layer_rows and
  *   gpu_output_layer_sums are the two launches apart.
  *
+ * Where asked (--precision bf16: gpu_bf16_copies.h), launch 1 also writes dh rounded to BF16.
+ *
  * Limits: H ≤ OUTPUT_LAYER_MAX_IN (a lane holds H/32 values of a row), C ≤ 32 (a lane holds
  * every logit), and W with the block's rows must fit in shared memory; the backend checks
  * them (gpu_output_layer_fits) before it offers the operation. */
@@ -48,6 +50,7 @@ constexpr int MAX_CLASSES = 32;
 
 struct row_args {
     output_layer_step step;
+    __nv_bfloat16 *hidden_delta_bf16; /* nullptr: no BF16 copy of hidden_delta */
     float *planes; /* blocks × plane_floats */
     smoothed_targets targets; /* of step.label_smoothing */
 };
@@ -144,7 +147,7 @@ __device__ float sum_over_classes(float x, int lanes) {
  * shared rows at `slot`, dh to hidden_delta. wt (W transposed) and bias are in shared memory.
  * SMOOTH: with label smoothing (compiled apart, so that the step without it is unchanged). */
 template <int CLASSES, int VALUES, bool SMOOTH>
-__device__ void output_row(const output_layer_step &p, const float *wt, const float *bias,
+__device__ void output_row(const output_layer_step &p, __nv_bfloat16 *hidden_delta_bf16, const float *wt, const float *bias,
                            const float (&h)[VALUES], int row, int label, smoothed_targets targets,
                            int first_row, float *h_rows, float *dh_rows, float *dlogit_rows,
                            int slot) {
@@ -196,6 +199,7 @@ __device__ void output_row(const output_layer_step &p, const float *wt, const fl
         for (int c = 0; c < CLASSES; c++) d = fmaf(dlogits[c], wt[c * (H + 1) + k], d);
         if (h[i] <= 0.0f) d = 0.0f;
         p.hidden_delta[(size_t)row * H + k] = d;
+        if (hidden_delta_bf16) hidden_delta_bf16[(size_t)row * H + k] = __float2bfloat16_rn(d);
         h_rows[slot * H + k] = h[i];
         dh_rows[slot * H + k] = d;
     }
@@ -259,7 +263,7 @@ __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
     __syncthreads();
 
     if (has_row) {
-        output_row<CLASSES, VALUES, SMOOTH>(p, wt, bias, h, row, label, a.targets, first_row,
+        output_row<CLASSES, VALUES, SMOOTH>(p, a.hidden_delta_bf16, wt, bias, h, row, label, a.targets, first_row,
                                             h_rows, dh_rows, dlogit_rows, slot);
     } else { /* past the last row: zeros, which add nothing to the sums */
         for (int k = lane; k < H; k += 32) h_rows[slot * H + k] = dh_rows[slot * H + k] = 0.0f;
@@ -337,10 +341,11 @@ size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes) {
     return blocks * plane_floats(in, classes);
 }
 
-void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch) {
+void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch,
+                           __nv_bfloat16 *hidden_delta_bf16) {
     int blocks = row_blocks(step);
     size_t shared = row_shared_floats(step.in, step.classes) * sizeof(float);
-    row_args a{step, scratch, label_targets(step.label_smoothing, step.classes)};
+    row_args a{step, hidden_delta_bf16, scratch, label_targets(step.label_smoothing, step.classes)};
     if (blocks == 0) return; /* a rank without rows in a short last batch: the sums give 0 */
     switch (padded_classes(step.classes)) {
     case TEN_CLASSES: launch_classes<TEN_CLASSES>(stream, a, blocks, shared); break;

@@ -1,0 +1,79 @@
+/* The BF16 copies' bookkeeping (gpu_bf16_copies.h): host-side, in the order operations are
+ * queued. */
+#include "cuda/gpu_bf16_copies.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace {
+
+gpu_bf16_copy *entry_of_copy(gpu_bf16_copies *copies, const __nv_bfloat16 *copy) {
+    for (int i = 0; i < copies->count; i++)
+        if (copies->entries[i].copy == copy) return &copies->entries[i];
+    return nullptr;
+}
+
+void drop(gpu_bf16_copies *copies, int i) {
+    copies->entries[i] = copies->entries[--copies->count];
+}
+
+void set(gpu_bf16_copies *copies, __nv_bfloat16 *copy, const float *origin, size_t count, bool current) {
+    gpu_bf16_copy *e = entry_of_copy(copies, copy);
+    if (!e) {
+        if (copies->count == GPU_BF16_COPIES_MAX) {
+            std::fprintf(stderr, "mlp_train: internal error: more than %d BF16 copies\n", GPU_BF16_COPIES_MAX);
+            std::exit(1);
+        }
+        e = &copies->entries[copies->count++];
+    }
+    *e = gpu_bf16_copy{origin, count, copy, current};
+    /* one array, one copy: another entry of the same array is stale from here on */
+    for (int i = 0; i < copies->count; i++)
+        if (&copies->entries[i] != e && copies->entries[i].origin == origin) copies->entries[i].current = false;
+}
+
+} // namespace
+
+void gpu_bf16_copy_bind(gpu_bf16_copies *copies, __nv_bfloat16 *copy, const float *origin, size_t count) {
+    set(copies, copy, origin, count, true);
+}
+
+void gpu_bf16_copy_add_stale(gpu_bf16_copies *copies, __nv_bfloat16 *copy, const float *origin,
+                             size_t count) {
+    set(copies, copy, origin, count, false);
+}
+
+void gpu_bf16_copies_written(gpu_bf16_copies *copies, const void *p, size_t bytes) {
+    const char *begin = static_cast<const char *>(p), *end = begin + bytes;
+    for (int i = 0; i < copies->count; i++) {
+        gpu_bf16_copy &e = copies->entries[i];
+        const char *origin = reinterpret_cast<const char *>(e.origin);
+        if (begin < origin + e.count * sizeof(float) && origin < end) e.current = false;
+    }
+}
+
+gpu_bf16_copy *gpu_bf16_copy_covering(gpu_bf16_copies *copies, const float *p, size_t count) {
+    for (int i = 0; i < copies->count; i++) {
+        gpu_bf16_copy &e = copies->entries[i];
+        if (p >= e.origin && p + count <= e.origin + e.count) return &e;
+    }
+    return nullptr;
+}
+
+const __nv_bfloat16 *gpu_bf16_copy_of(gpu_bf16_copies *copies, const float *p, size_t count) {
+    for (int i = 0; i < copies->count; i++) {
+        const gpu_bf16_copy &e = copies->entries[i];
+        if (e.current && p >= e.origin && p + count <= e.origin + e.count) return e.copy + (p - e.origin);
+    }
+    return nullptr;
+}
+
+void gpu_bf16_copies_forget_origin(gpu_bf16_copies *copies, const void *p) {
+    for (int i = copies->count - 1; i >= 0; i--)
+        if (copies->entries[i].origin == p) drop(copies, i);
+}
+
+void gpu_bf16_copies_forget_copy(gpu_bf16_copies *copies, const __nv_bfloat16 *copy) {
+    for (int i = copies->count - 1; i >= 0; i--)
+        if (copies->entries[i].copy == copy) drop(copies, i);
+}
