@@ -138,28 +138,13 @@ void device_release(backend *be, void *p) {
     if (p) CUDA_CHECK(cudaFree(p));
 }
 
-/* Every BF16 copy of an array that [p, p + bytes) overlaps is rounded again from its array, on
- * the stream: after an upload, which writes the array alone. */
-void refresh_bf16_copies(gpu_state *gpu, const void *p, size_t bytes) {
-    gpu_bf16_copies *copies = &gpu->bf16_copies;
-    gpu_bf16_copies_written(copies, p, bytes);
-    for (int i = 0; i < copies->count; i++) {
-        gpu_bf16_copy &e = copies->entries[i];
-        if (e.current) continue;
-        const char *begin = static_cast<const char *>(p), *origin = reinterpret_cast<const char *>(e.origin);
-        if (begin >= origin + e.count * sizeof(float) || origin >= begin + bytes) continue;
-        gpu_round_to_bf16(gpu->stream, e.origin, e.count, e.copy);
-        e.current = true;
-    }
-}
-
 /* The host buffer may be reused as soon as this returns, so the copy is waited for. */
 void upload(backend *be, void *dst, const void *src, size_t bytes) {
     gpu_join_side_streams(gpu_of(be)); /* a gather ahead may be reading what is overwritten */
     cudaStream_t stream = gpu_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    refresh_bf16_copies(gpu_of(be), dst, bytes);
+    gpu_refresh_bf16_copies(gpu_of(be), dst, bytes);
 }
 
 /* The parameters' BF16 copy (--precision bf16, tiled and fused): written by every update and
@@ -365,17 +350,28 @@ void stamp_destroy(backend *be, timing_stamp *s) {
 
 } // namespace
 
+/* A recording's decisions about BF16 copies (gpu_bf16_copies.h) hold where the copies it found
+ * current are current whenever it is replayed: it keeps them (assumed), and every replay checks. */
 struct recording {
     cudaGraphExec_t graph;
+    gpu_bf16_copies_snapshot assumed;
 };
 
 namespace {
+
+/* A recording read the copies of `assumed` as current: they must be so when it is replayed. */
+void require_bf16_copies(gpu_state *gpu, const gpu_bf16_copies_snapshot &assumed, const char *when) {
+    if (gpu_bf16_copies_still_current(&gpu->bf16_copies, assumed)) return;
+    std::fprintf(stderr, "mlp_train: internal error: a recorded step %s the BF16 copies it read\n", when);
+    std::exit(1);
+}
 
 /* Thread-local capture: a CUDA call of this thread that is illegal while capturing (a
  * synchronizing copy, say) fails loudly instead of being recorded or run. */
 void record_begin(backend *be) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu); /* work forked before the capture is waited for outside it */
+    gpu->recording_assumes = gpu_bf16_copies_current(&gpu->bf16_copies);
     gpu->capture_serial++;
     CUDA_CHECK(cudaStreamBeginCapture(gpu->stream, cudaStreamCaptureModeThreadLocal));
 }
@@ -389,10 +385,15 @@ recording *record_end(backend *be) {
     recording *r = new recording;
     CUDA_CHECK(cudaGraphInstantiate(&r->graph, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph)); /* the executable graph is a copy */
+    r->assumed = gpu->recording_assumes;
+    require_bf16_copies(gpu, r->assumed, "ends without"); /* so that replays can follow it */
     return r;
 }
 
-void replay(backend *be, recording *r) { CUDA_CHECK(cudaGraphLaunch(r->graph, gpu_of(be)->stream)); }
+void replay(backend *be, recording *r) {
+    require_bf16_copies(gpu_of(be), r->assumed, "is replayed without");
+    CUDA_CHECK(cudaGraphLaunch(r->graph, gpu_of(be)->stream));
+}
 
 void recording_destroy(backend *be, recording *r) {
     (void)be;
@@ -516,6 +517,18 @@ void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
 }
 
 } // namespace
+
+void gpu_refresh_bf16_copies(gpu_state *gpu, const void *p, size_t bytes) {
+    gpu_bf16_copies *copies = &gpu->bf16_copies;
+    gpu_bf16_copies_written(copies, p, bytes);
+    for (int i = 0; i < copies->count; i++) {
+        gpu_bf16_copy &e = copies->entries[i];
+        const char *begin = static_cast<const char *>(p), *origin = reinterpret_cast<const char *>(e.origin);
+        if (e.current || begin >= origin + e.count * sizeof(float) || origin >= begin + bytes) continue;
+        gpu_round_to_bf16(gpu->stream, e.origin, e.count, e.copy);
+        e.current = true;
+    }
+}
 
 void gpu_join_output_sums(gpu_state *gpu) {
     if (!gpu->sums_pending) return;

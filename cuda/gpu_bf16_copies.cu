@@ -77,3 +77,20 @@ void gpu_bf16_copies_forget_copy(gpu_bf16_copies *copies, const __nv_bfloat16 *c
     for (int i = copies->count - 1; i >= 0; i--)
         if (copies->entries[i].copy == copy) drop(copies, i);
 }
+
+gpu_bf16_copies_snapshot gpu_bf16_copies_current(const gpu_bf16_copies *copies) {
+    gpu_bf16_copies_snapshot s = {};
+    for (int i = 0; i < copies->count; i++)
+        if (copies->entries[i].current) s.current[s.count++] = copies->entries[i].copy;
+    return s;
+}
+
+bool gpu_bf16_copies_still_current(const gpu_bf16_copies *copies, const gpu_bf16_copies_snapshot &then) {
+    for (int i = 0; i < then.count; i++) {
+        bool current = false;
+        for (int j = 0; j < copies->count; j++)
+            if (copies->entries[j].copy == then.current[i]) current = copies->entries[j].current;
+        if (!current) return false;
+    }
+    return true;
+}

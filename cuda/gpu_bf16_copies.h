@@ -10,7 +10,9 @@
  * keeps here, in the order the operations are queued, which copies hold their arrays' values:
  * an operation that writes an array without its copy marks the copy stale (gpu_bf16_copies_
  * written) until the next write of both. A recorded step replays the queue's order, so the same
- * holds in a graph. Memory: each copy's is its owner's; an entry is dropped before it is freed. */
+ * holds in a graph, provided the copies it found current are current at each replay (the backend
+ * checks: gpu_bf16_copies_snapshot). Memory: each copy's is its owner's; an entry is dropped
+ * before it is freed. */
 #ifndef MLP_GPU_BF16_COPIES_H
 #define MLP_GPU_BF16_COPIES_H
 
@@ -48,6 +50,15 @@ gpu_bf16_copy *gpu_bf16_copy_covering(gpu_bf16_copies *copies, const float *p, s
 
 /* The current copy of [p, p + count) (its element for p), or nullptr. */
 const __nv_bfloat16 *gpu_bf16_copy_of(gpu_bf16_copies *copies, const float *p, size_t count);
+
+/* Which copies are current (their memory), to compare with later: a recorded step decided at
+ * recording which copies to read, so they must be current whenever it is replayed. */
+struct gpu_bf16_copies_snapshot {
+    const __nv_bfloat16 *current[GPU_BF16_COPIES_MAX];
+    int count;
+};
+gpu_bf16_copies_snapshot gpu_bf16_copies_current(const gpu_bf16_copies *copies);
+bool gpu_bf16_copies_still_current(const gpu_bf16_copies *copies, const gpu_bf16_copies_snapshot &then);
 
 /* Drops the entries of an array about to be freed (origin p) and of a copy about to be freed. */
 void gpu_bf16_copies_forget_origin(gpu_bf16_copies *copies, const void *p);

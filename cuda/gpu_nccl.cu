@@ -51,7 +51,7 @@ const char *last_error(ncclComm_t comm) {
     } while (0)
 
 void all_reduce_sum(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float)); /* no copy kept */
+    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
     gpu_state *gpu = gpu_of(be);
     gpu_join_output_sums(gpu); /* the gradients include the output layer's sums */
     gpu_join_reduces(gpu);     /* every rank's calls run one after the other, in order */
@@ -61,7 +61,7 @@ void all_reduce_sum(backend *be, float *data, size_t n) {
 
 /* The same on reduce_stream, beside the stream's work from here on. */
 void all_reduce_start(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float)); /* no copy kept */
+    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
     gpu_state *gpu = gpu_of(be);
     cudaStream_t side = gpu_fork_reduce(gpu);
     NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, side),
@@ -72,7 +72,7 @@ void all_reduce_start(backend *be, float *data, size_t n) {
 /* Each shard summed onto its rank (ncclReduce, root r for shard r), in one group: the shards may
  * differ in size, where ncclReduceScatter wants them equal. */
 void reduce_scatter_sum(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float)); /* no copy kept */
+    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
     gpu_state *gpu = gpu_of(be);
     gpu_join_output_sums(gpu);
     gpu_join_reduces(gpu);
@@ -91,7 +91,6 @@ void reduce_scatter_sum(backend *be, float *data, size_t n) {
 
 /* Each shard from its rank to every rank (ncclBroadcast, root r for shard r), in one group. */
 void all_gather(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float)); /* no copy kept */
     gpu_state *gpu = gpu_of(be);
     ncclComm_t comm = gpu->nccl->comm;
     NCCL_CHECK(ncclGroupStart(), comm);
@@ -104,6 +103,7 @@ void all_gather(backend *be, float *data, size_t n) {
                    comm);
     }
     NCCL_CHECK(ncclGroupEnd(), comm);
+    gpu_refresh_bf16_copies(gpu, data, n * sizeof(float)); /* the shards of the others */
 }
 
 } // namespace

@@ -51,6 +51,7 @@ struct gpu_state {
     __nv_bfloat16 *params_bf16;  /* parameters_allocated */
     __nv_bfloat16 *delta_bf16;   /* output_layer_prepare: max_rows × in */
     size_t delta_bf16_count;
+    gpu_bf16_copies_snapshot recording_assumes; /* the copies current as a recording began */
     struct fused_pass *fused;           /* fused implementation only (fused_pass.cu) */
     struct gpu_nccl *nccl;              /* under mpirun: the ranks' communicator (gpu_nccl.cu)... */
     struct gpu_p2p *p2p;                /* ...or the p2p all-reduce's buffers (gpu_p2p.cu) */
@@ -74,6 +75,11 @@ struct gpu_resident_data {
 };
 gpu_resident_data gpu_feed_resident_data(const batch_feed *feed);
 void gpu_feed_destroy(batch_feed *feed);
+
+/* Every BF16 copy of an array that [p, p + bytes) overlaps is rounded again from its array, on
+ * the stream, and current: after an operation that writes the array alone (an upload, an
+ * all-gather). */
+void gpu_refresh_bf16_copies(gpu_state *gpu, const void *p, size_t bytes);
 
 /* Makes the stream wait for the output layer's sums, if they are still running beside it: before
  * their scratch is written again. */
