@@ -11,7 +11,8 @@
 #        mpi_test.sh training-gpu MLP_TRAIN DATA_DIR
 #          2 GPUs: mlp_train on MNIST, 2 epochs at batch 512, 2 ranks with --allreduce p2p and
 #          nccl: the same bits (on 2 ranks both sum a + b), within 0.2 points of one GPU; with
-#          --sharded-update on, each: the same bits again (checkpoints, optimizer state included);
+#          --sharded-update on, each: the same bits again (checkpoints, optimizer state included),
+#          and in BF16 (whose products read the parameters' BF16 copy);
 #          784-1024-1024-10 with --allreduce-overlap on and off: the same bits; a rank killed
 #          mid-run on the p2p path ends the job; skips (77) with fewer than 2 GPUs
 #        mpi_test.sh training MLP_TRAIN DATA_DIR
@@ -112,6 +113,15 @@ training-gpu() {
             echo "--allreduce $allreduce --sharded-update on: the bits of the whole update" ||
             fail "2 ranks: --allreduce $allreduce --sharded-update on trained other bits than the whole update"
     done
+    # BF16: the products read a BF16 copy of the parameters, which the all-gather must renew
+    local sharded
+    for sharded in off on; do
+        timeout 300 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np 2 "$mlp_train" "${run[@]}" --allreduce nccl \
+            --precision bf16 --sharded-update $sharded --save "$work/bf16_$sharded.ckpt" >/dev/null 2>"$work/err" ||
+            fail "2 ranks, BF16, --sharded-update $sharded: $(tail -3 "$work/err")"
+    done
+    cmp -s "$work/bf16_off.ckpt" "$work/bf16_on.ckpt" && echo "BF16 --sharded-update on: the bits of the whole update" ||
+        fail "2 ranks, BF16: --sharded-update on trained other bits than the whole update"
     # 784-1024-1024-10: its top layers' gradients (4.2 MB) are summed beside layer 1's backward
     local overlap
     for overlap in on off; do
