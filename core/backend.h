@@ -47,11 +47,11 @@ typedef struct {
     const float *relu_mask;
 } gemm_epilogue;
 
-/* What a GEMM multiplies in (--precision). Only the products change: every matrix stays FP32 in
- * memory and the sums are FP32. TF32 keeps 10 bits of each factor's mantissa, BF16 7, as the
- * factors enter the GPU's tensor cores (a backend may also keep BF16 copies for its products to
- * read, the values they would round to: parameters_allocated); the CPU implementations multiply
- * in FP32 only. */
+/* What a GEMM multiplies in (--precision). Only the products change: the operations read and
+ * write FP32 matrices and the sums are FP32. TF32 keeps 10 bits of each factor's mantissa, BF16
+ * 7, as the factors enter the GPU's tensor cores (the GPU backend may keep BF16 copies of some
+ * matrices beside them for its products to read, the values they would round to:
+ * parameters_allocated); the CPU implementations multiply in FP32 only. */
 typedef enum { PRECISION_FP32, PRECISION_TF32, PRECISION_BF16, PRECISION_COUNT } gemm_precision;
 
 static inline const char *gemm_precision_name(gemm_precision p) {

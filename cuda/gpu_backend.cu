@@ -7,6 +7,7 @@
  * cuBLAS's reduced-precision compute types; tiled's BF16 reads BF16 copies of its operands
  * where they are kept (gpu_bf16_copies.h). The fused implementation is the tiled one plus a
  * whole training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -73,8 +74,14 @@ size_t stored_extent(bool trans, int rows, int cols, int ld) {
     return rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
 }
 
-/* In BF16, where A and B both have current BF16 copies (gpu_bf16_copies.h), rung 10 reads those:
- * half the bytes, the same bits. */
+/* Whether a BF16 matrix's rows can be copied 16 bytes at a time: its base and row stride. */
+bool bf16_rows_aligned(const __nv_bfloat16 *x, int ld) {
+    return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld % 8 == 0;
+}
+
+/* In BF16, where A and B both have current BF16 copies (gpu_bf16_copies.h) whose rows copy 16
+ * bytes at a time, rung 10 reads those: half the bytes, the same bits. (Unaligned, the copies
+ * would go element by element, slower than the FP32 arrays' 16-byte copies.) */
 void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc, const gemm_epilogue *epilogue) {
@@ -82,7 +89,7 @@ void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float a
     const __nv_bfloat16 *a16 = gpu_bf16_copy_of(&gpu->bf16_copies, a, stored_extent(ta, m, k, lda));
     const __nv_bfloat16 *b16 = gpu_bf16_copy_of(&gpu->bf16_copies, b, stored_extent(tb, k, n, ldb));
     gpu_bf16_copies_written(&gpu->bf16_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
-    if (a16 && b16)
+    if (a16 && b16 && bf16_rows_aligned(a16, lda) && bf16_rows_aligned(b16, ldb))
         gpu_gemm_tiled_bf16_stored(gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b16, ldb, beta,
                                    c, ldc, epilogue);
     else
@@ -148,7 +155,7 @@ void upload(backend *be, void *dst, const void *src, size_t bytes) {
 }
 
 /* The parameters' BF16 copy (--precision bf16, tiled and fused): written by every update and
- * rounded again after every upload; stale until the first. */
+ * rounded again after every upload and all-gather; stale until the first. */
 void parameters_allocated(backend *be, float *params, size_t count) {
     gpu_state *gpu = gpu_of(be);
     if (!gpu->keeps_bf16_copies) return;
@@ -234,18 +241,18 @@ void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labe
 bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
     if (!gpu_output_layer_fits(in, classes)) return false;
     gpu_state *gpu = gpu_of(be);
-    size_t floats = gpu_output_layer_scratch_floats(max_rows, in, classes);
-    if (floats <= gpu->output_layer_scratch_floats) return true;
-    gpu->output_layer_scratch =
-        static_cast<float *>(replace_device_buffer(gpu, gpu->output_layer_scratch, floats * sizeof(float)));
-    gpu->output_layer_scratch_floats = floats;
-    const size_t delta_count = (size_t)max_rows * in;
+    const size_t delta_count = (size_t)max_rows * in; /* the hidden delta's BF16 copy */
     if (gpu->keeps_bf16_copies && delta_count > gpu->delta_bf16_count) {
         if (gpu->delta_bf16) gpu_bf16_copies_forget_copy(&gpu->bf16_copies, gpu->delta_bf16);
         gpu->delta_bf16 = static_cast<__nv_bfloat16 *>(
             replace_device_buffer(gpu, gpu->delta_bf16, delta_count * sizeof(__nv_bfloat16)));
         gpu->delta_bf16_count = delta_count;
     }
+    size_t floats = gpu_output_layer_scratch_floats(max_rows, in, classes);
+    if (floats <= gpu->output_layer_scratch_floats) return true;
+    gpu->output_layer_scratch =
+        static_cast<float *>(replace_device_buffer(gpu, gpu->output_layer_scratch, floats * sizeof(float)));
+    gpu->output_layer_scratch_floats = floats;
     return true;
 }
 

@@ -6,10 +6,11 @@
  *
  * A copy is written by the kernels that write its array, in the same launch: the batch's by the
  * gather (gpu_feed.cu), the hidden delta's by the output layer's rows (output_layer.cu), the
- * parameters' by the update (optimizers.cu) and, after an upload, by a rounding pass. The backend
- * keeps here, in the order the operations are queued, which copies hold their arrays' values:
- * an operation that writes an array without its copy marks the copy stale (gpu_bf16_copies_
- * written) until the next write of both. A recorded step replays the queue's order, so the same
+ * parameters' by the update (optimizers.cu), and by a rounding pass after an upload or an
+ * all-gather. Only these three kinds of array have copies. The backend keeps here, in the order
+ * the operations are queued, which copies hold their arrays' values: an operation that writes
+ * an array without its copy (a GEMM's C) marks the copy stale (gpu_bf16_copies_written) until
+ * the next write of both. A recorded step replays the queue's order, so the same
  * holds in a graph, provided the copies it found current are current at each replay (the backend
  * checks: gpu_bf16_copies_snapshot). Memory: each copy's is its owner's; an entry is dropped
  * before it is freed. */
@@ -26,7 +27,7 @@ struct gpu_bf16_copy {
     bool current;        /* copy[i] is origin[i] rounded, for every i */
 };
 
-constexpr int GPU_BF16_COPIES_MAX = 8;
+constexpr int GPU_BF16_COPIES_MAX = 16; /* three feeds of two batches, the parameters, the delta: 8 */
 
 struct gpu_bf16_copies {
     gpu_bf16_copy entries[GPU_BF16_COPIES_MAX];

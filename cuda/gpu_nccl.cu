@@ -51,8 +51,8 @@ const char *last_error(ncclComm_t comm) {
     } while (0)
 
 void all_reduce_sum(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
     gpu_state *gpu = gpu_of(be);
+    gpu_bf16_copies_written(&gpu->bf16_copies, data, n * sizeof(float));
     gpu_join_output_sums(gpu); /* the gradients include the output layer's sums */
     gpu_join_reduces(gpu);     /* every rank's calls run one after the other, in order */
     NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, gpu->stream),
@@ -61,8 +61,8 @@ void all_reduce_sum(backend *be, float *data, size_t n) {
 
 /* The same on reduce_stream, beside the stream's work from here on. */
 void all_reduce_start(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
     gpu_state *gpu = gpu_of(be);
+    gpu_bf16_copies_written(&gpu->bf16_copies, data, n * sizeof(float));
     cudaStream_t side = gpu_fork_reduce(gpu);
     NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, side),
                gpu->nccl->comm);
@@ -72,8 +72,8 @@ void all_reduce_start(backend *be, float *data, size_t n) {
 /* Each shard summed onto its rank (ncclReduce, root r for shard r), in one group: the shards may
  * differ in size, where ncclReduceScatter wants them equal. */
 void reduce_scatter_sum(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
     gpu_state *gpu = gpu_of(be);
+    gpu_bf16_copies_written(&gpu->bf16_copies, data, n * sizeof(float));
     gpu_join_output_sums(gpu);
     gpu_join_reduces(gpu);
     ncclComm_t comm = gpu->nccl->comm;

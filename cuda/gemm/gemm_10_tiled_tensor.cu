@@ -1,8 +1,8 @@
 /* Ladder rung 10: rung 5 (gemm_5_tiled.cu) on tensor cores, the TF32 and BF16 GEMM of
  * --impl tiled and fused.
  *
- * What it keeps from rung 5: A and B read as FP32 from memory into shared memory by a cp.async
- * pipeline (3 stages, 4 for the 64×64 tile); split-K through a thread block cluster's
+ * What it keeps from rung 5: A and B read from memory (as FP32, or as stored BF16: below) into
+ * shared memory by a cp.async pipeline (3 stages, 4 for the 64×64 tile); split-K through a thread block cluster's
  * distributed shared memory (no workspace, no second kernel); the epilogue (bias, ReLU, ReLU
  * mask) applied as C is stored; the launch that overlaps the previous kernel's tail. So a step
  * in TF32 or BF16 has the launches of the FP32 step.
@@ -91,7 +91,7 @@ struct tensor_tile {
  * Stored BF16 in steps of twice the depth (the bytes of an FP32 stage) was no faster at batch
  * 512 and 2% slower at 2048 (epochs, H100).
  * BLOCKS_PER_SM bounds the registers; the shared memory decides how many blocks fit: 3 of the
- * 64×64 tile, but 2 in BF16 with both operands K-contiguous (80 KB a block). */
+ * 64×64 tile, but 2 in BF16 from FP32 operands both K-contiguous (80 KB a block). */
 using large_tile = tensor_tile<128, 128, 32, 3, 2, 4, 1>; /* warp tile 64×32: 4×4 mma tiles */
 using small_tile = tensor_tile<64, 64, 32, 4, 2, 2, 3>;   /* warp tile 32×32: 2×4 */
 using narrow_tile = tensor_tile<32, 32, 16, 3, 2, 1, 8>;  /* warp tile 16×32: 1×4 */

@@ -80,8 +80,9 @@ __global__ void gather_pixels_kernel(gpu_batch_source source, int max_rows, int 
         const uint8_t *pixels = source.pixels + sample * features;
         float *destination = x + (size_t)row * features;
         for (int f = first; f < features; f += stride) {
-            destination[f] = pixels[f] * scale + shift;
-            if (x_bf16) x_bf16[(size_t)row * features + f] = __float2bfloat16_rn(destination[f]);
+            const float value = pixels[f] * scale + shift;
+            destination[f] = value;
+            if (x_bf16) x_bf16[(size_t)row * features + f] = __float2bfloat16_rn(value);
         }
         if (labeller) y[row] = label;
     }

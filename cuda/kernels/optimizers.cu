@@ -57,9 +57,6 @@ __device__ __forceinline__ float sgd_momentum(float &param, float velocity, floa
     return v;
 }
 
-/* Four parameters a thread (float4) over the first 4·quads, then one a thread over the rest: a
- * quarter of the loads and stores to issue (1.76 µs a step at batch 512 on an H200 with one a
- * thread). quads is 0 where the arrays are not 16-byte aligned. */
 /* Four parameters into their BF16 copy (8 bytes). */
 __device__ __forceinline__ void store_bf16_quad(__nv_bfloat16 *copy, size_t q, float4 p) {
     const __nv_bfloat162 low = __floats2bfloat162_rn(p.x, p.y), high = __floats2bfloat162_rn(p.z, p.w);
@@ -69,6 +66,10 @@ __device__ __forceinline__ void store_bf16_quad(__nv_bfloat16 *copy, size_t q, f
     reinterpret_cast<uint2 *>(copy)[q] = bits;
 }
 
+/* Four parameters a thread (float4) over the first 4·quads, then one a thread over the rest: a
+ * quarter of the loads and stores to issue (1.76 µs a step at batch 512 on an H200 with one a
+ * thread). quads is 0 where the arrays are not 16-byte aligned, or the BF16 copy not 8-byte
+ * aligned. */
 template <bool DECAY>
 __global__ void sgd_momentum_kernel(float *param, float *velocity, const float *grad, size_t n,
                                     size_t quads, lr_schedule schedule, float momentum,

@@ -144,10 +144,11 @@ __device__ float sum_over_classes(float x, int lanes) {
 }
 
 /* The warp's row (lane j holds h[j + 32i]) through the layer; h, dh and dlogits go to the block's
- * shared rows at `slot`, dh to hidden_delta. wt (W transposed) and bias are in shared memory.
- * SMOOTH: with label smoothing (compiled apart, so that the step without it is unchanged). */
+ * shared rows at `slot`, dh to hidden_delta (and, rounded, to hidden_delta_bf16 unless null). wt
+ * (W transposed) and bias are in shared memory. SMOOTH: with label smoothing (compiled apart, so that the step without it is unchanged). */
 template <int CLASSES, int VALUES, bool SMOOTH>
-__device__ void output_row(const output_layer_step &p, __nv_bfloat16 *hidden_delta_bf16, const float *wt, const float *bias,
+__device__ void output_row(const output_layer_step &p, __nv_bfloat16 *hidden_delta_bf16,
+                           const float *wt, const float *bias,
                            const float (&h)[VALUES], int row, int label, smoothed_targets targets,
                            int first_row, float *h_rows, float *dh_rows, float *dlogit_rows,
                            int slot) {
@@ -263,8 +264,9 @@ __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
     __syncthreads();
 
     if (has_row) {
-        output_row<CLASSES, VALUES, SMOOTH>(p, a.hidden_delta_bf16, wt, bias, h, row, label, a.targets, first_row,
-                                            h_rows, dh_rows, dlogit_rows, slot);
+        output_row<CLASSES, VALUES, SMOOTH>(p, a.hidden_delta_bf16, wt, bias, h, row, label,
+                                            a.targets, first_row, h_rows, dh_rows, dlogit_rows,
+                                            slot);
     } else { /* past the last row: zeros, which add nothing to the sums */
         for (int k = lane; k < H; k += 32) h_rows[slot * H + k] = dh_rows[slot * H + k] = 0.0f;
         if (lane < CLASSES) dlogit_rows[slot * CLASSES + lane] = 0.0f;
