@@ -7,7 +7,6 @@
  * cuBLAS's reduced-precision compute types; tiled's BF16 reads BF16 copies of its operands
  * where they are kept (gpu_bf16_copies.h). The fused implementation is the tiled one plus a
  * whole training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +17,7 @@
 #include "libs/cuda_check.h"
 #include "cuda/gpu_backend.h"
 #include "cuda/kernels/gpu_kernels.h"
+#include "cuda/gemm/gemm_common.cuh" /* vectors_aligned */
 #include "cuda/gemm/gemm_ladder.h"
 #include "cuda/fused_pass.h"
 #include "cuda/gpu_state.h"
@@ -74,11 +74,6 @@ size_t stored_extent(bool trans, int rows, int cols, int ld) {
     return rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
 }
 
-/* Whether a BF16 matrix's rows can be copied 16 bytes at a time: its base and row stride. */
-bool bf16_rows_aligned(const __nv_bfloat16 *x, int ld) {
-    return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld % 8 == 0;
-}
-
 /* In BF16, where A and B both have current BF16 copies (gpu_bf16_copies.h) whose rows copy 16
  * bytes at a time, rung 10 reads those: half the bytes, the same bits. (Unaligned, the copies
  * would go element by element, slower than the FP32 arrays' 16-byte copies.) */
@@ -89,7 +84,7 @@ void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float a
     const __nv_bfloat16 *a16 = gpu_bf16_copy_of(&gpu->bf16_copies, a, stored_extent(ta, m, k, lda));
     const __nv_bfloat16 *b16 = gpu_bf16_copy_of(&gpu->bf16_copies, b, stored_extent(tb, k, n, ldb));
     gpu_bf16_copies_written(&gpu->bf16_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
-    if (a16 && b16 && bf16_rows_aligned(a16, lda) && bf16_rows_aligned(b16, ldb))
+    if (a16 && b16 && vectors_aligned(a16, lda) && vectors_aligned(b16, ldb))
         gpu_gemm_tiled_bf16_stored(gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b16, ldb, beta,
                                    c, ldc, epilogue);
     else
@@ -527,11 +522,9 @@ void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
 
 void gpu_refresh_bf16_copies(gpu_state *gpu, const void *p, size_t bytes) {
     gpu_bf16_copies *copies = &gpu->bf16_copies;
-    gpu_bf16_copies_written(copies, p, bytes);
     for (int i = 0; i < copies->count; i++) {
         gpu_bf16_copy &e = copies->entries[i];
-        const char *begin = static_cast<const char *>(p), *origin = reinterpret_cast<const char *>(e.origin);
-        if (e.current || begin >= origin + e.count * sizeof(float) || origin >= begin + bytes) continue;
+        if (!gpu_bf16_copy_overlaps(&e, p, bytes)) continue;
         gpu_round_to_bf16(gpu->stream, e.origin, e.count, e.copy);
         e.current = true;
     }

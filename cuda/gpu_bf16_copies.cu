@@ -43,13 +43,14 @@ void gpu_bf16_copy_add_stale(gpu_bf16_copies *copies, __nv_bfloat16 *copy, const
     set(copies, copy, origin, count, false);
 }
 
+bool gpu_bf16_copy_overlaps(const gpu_bf16_copy *e, const void *p, size_t bytes) {
+    const char *begin = static_cast<const char *>(p), *origin = reinterpret_cast<const char *>(e->origin);
+    return begin < origin + e->count * sizeof(float) && origin < begin + bytes;
+}
+
 void gpu_bf16_copies_written(gpu_bf16_copies *copies, const void *p, size_t bytes) {
-    const char *begin = static_cast<const char *>(p), *end = begin + bytes;
-    for (int i = 0; i < copies->count; i++) {
-        gpu_bf16_copy &e = copies->entries[i];
-        const char *origin = reinterpret_cast<const char *>(e.origin);
-        if (begin < origin + e.count * sizeof(float) && origin < end) e.current = false;
-    }
+    for (int i = 0; i < copies->count; i++)
+        if (gpu_bf16_copy_overlaps(&copies->entries[i], p, bytes)) copies->entries[i].current = false;
 }
 
 gpu_bf16_copy *gpu_bf16_copy_covering(gpu_bf16_copies *copies, const float *p, size_t count) {
@@ -61,11 +62,8 @@ gpu_bf16_copy *gpu_bf16_copy_covering(gpu_bf16_copies *copies, const float *p, s
 }
 
 const __nv_bfloat16 *gpu_bf16_copy_of(gpu_bf16_copies *copies, const float *p, size_t count) {
-    for (int i = 0; i < copies->count; i++) {
-        const gpu_bf16_copy &e = copies->entries[i];
-        if (e.current && p >= e.origin && p + count <= e.origin + e.count) return e.copy + (p - e.origin);
-    }
-    return nullptr;
+    const gpu_bf16_copy *e = gpu_bf16_copy_covering(copies, p, count);
+    return e && e->current ? e->copy + (p - e->origin) : nullptr;
 }
 
 void gpu_bf16_copies_forget_origin(gpu_bf16_copies *copies, const void *p) {

@@ -42,6 +42,9 @@ void gpu_bf16_copy_bind(gpu_bf16_copies *copies, __nv_bfloat16 *copy, const floa
 void gpu_bf16_copy_add_stale(gpu_bf16_copies *copies, __nv_bfloat16 *copy, const float *origin,
                              size_t count);
 
+/* Whether the array of e shares any byte with [p, p + bytes). */
+bool gpu_bf16_copy_overlaps(const gpu_bf16_copy *e, const void *p, size_t bytes);
+
 /* Bytes [p, p + bytes) are being written without their copies: the copies that cover any of
  * them are stale. */
 void gpu_bf16_copies_written(gpu_bf16_copies *copies, const void *p, size_t bytes);

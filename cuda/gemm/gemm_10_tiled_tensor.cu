@@ -313,11 +313,6 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const T *_
     if (split) store_cluster_sum<BM, BN, CFG::THREADS>(partial, out, m, n, row0, col0);
 }
 
-/* Whether 16-byte copies of a matrix of T are aligned: the base and every row. */
-template <typename T> bool vectors_aligned(const T *x, int ld) {
-    return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld * sizeof(T) % 16 == 0;
-}
-
 template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename T>
 void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, cudaStream_t stream, int m,
                    int n, int k, float alpha, const T *a, int lda, const T *b, int ldb, float beta,

@@ -218,8 +218,8 @@ void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, const gemm_epil
     constexpr int THREADS = tile_shape<BM, BN, BK, TM, TN>::threads;
     dim3 blocks(blocks_for(n, BN), blocks_for(m, BM), plan.splits);
     float *partials = plan.splits > 1 ? workspace.data : nullptr;
-    bool va = float4_aligned(a, lda), vb = float4_aligned(b, ldb);
-    bool vout = partials ? n % 4 == 0 : float4_aligned(c, ldc);
+    bool va = vectors_aligned(a, lda), vb = vectors_aligned(b, ldb);
+    bool vout = partials ? n % 4 == 0 : vectors_aligned(c, ldc);
 #define GEMM_TILED_LAUNCH(TA, TB)                                                                  \
     gemm_tiled_kernel<BM, BN, BK, TM, TN, TA, TB><<<blocks, THREADS, 0, stream>>>(                 \
         m, n, k, plan.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, partials, va, vb,  \

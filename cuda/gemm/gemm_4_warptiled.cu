@@ -138,7 +138,7 @@ gemm_warptiled_kernel(int m, int n, int k, float alpha, const float *__restrict_
 void gpu_gemm_warptiled(GPU_GEMM_ARGS) {
     if (m == 0 || n == 0) return;
     const dim3 blocks(blocks_for(n, BN), blocks_for(m, BM));
-    const bool va = float4_aligned(a, lda), vb = float4_aligned(b, ldb);
+    const bool va = vectors_aligned(a, lda), vb = vectors_aligned(b, ldb);
 #define GEMM_WARPTILED_LAUNCH(TA, TB)                                                              \
     gemm_warptiled_kernel<TA, TB><<<blocks, THREADS, 0, stream>>>(m, n, k, alpha, a, lda, b, ldb,  \
                                                                   beta, c, ldc, va, vb)

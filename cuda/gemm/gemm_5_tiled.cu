@@ -160,8 +160,8 @@ void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_A
     const dim3 grid(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
     launch_dependent(gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>, grid, CFG::THREADS,
                      CFG::SHARED_BYTES, stream, split.splits, m, n, k, split.k_per_split, alpha, a,
-                     lda, b, ldb, beta, c, ldc, epilogue, float4_aligned(a, lda),
-                     float4_aligned(b, ldb));
+                     lda, b, ldb, beta, c, ldc, epilogue, vectors_aligned(a, lda),
+                     vectors_aligned(b, ldb));
 }
 
 long tiles(int m, int n, int side) { return (long)blocks_for(m, side) * blocks_for(n, side); }

@@ -213,7 +213,7 @@ template <bool TRANS_A, bool TRANS_B> void launch_kernel(gemm_k_split split, flo
     const dim3 blocks(blocks_for(n, BN), blocks_for(m, BM), split.splits);
     gemm_tf32_wgmma_kernel<TRANS_A, TRANS_B><<<blocks, THREADS, SHARED_BYTES, stream>>>(
         m, n, k, split.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, partials,
-        float4_aligned(a, lda), float4_aligned(b, ldb));
+        vectors_aligned(a, lda), vectors_aligned(b, ldb));
     CUDA_CHECK_LAUNCH();
 }
 

@@ -31,9 +31,10 @@ __device__ __forceinline__ void write_c(float *c, int ldc, int row, int col, flo
     *out = apply_epilogue(value, epilogue, row, col, ldc);
 }
 
-/* Whether float4 accesses to a matrix are aligned: the base on 16 bytes and every row too. */
-inline bool float4_aligned(const float *x, int ld) {
-    return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld % 4 == 0;
+/* Whether 16-byte accesses to a row-major matrix of T (float4, 8 BF16) are aligned: its base
+ * and every row. */
+template <typename T> inline bool vectors_aligned(const T *x, int ld) {
+    return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld * sizeof(T) % 16 == 0;
 }
 
 #endif
