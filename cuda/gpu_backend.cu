@@ -39,8 +39,8 @@ void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                    epilogue);
 }
 
-/* The ladder's fastest FP32 rung (docs/kernels.md): shared-memory tiles as in gemm_tiled.cu, fed
- * by a cp.async pipeline; faster than gemm_tiled.cu on every product of the MLP. */
+/* The ladder's fastest FP32 rung (docs/kernels.md): shared-memory tiles as in gemm_3_blocked.cu, fed
+ * by a cp.async pipeline; faster than gemm_3_blocked.cu on every product of the MLP. */
 void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc,
                 const gemm_epilogue *epilogue) {

@@ -73,7 +73,7 @@
 #             ranks with each all-reduce, whole, overlapped (784-1024-1024-10) and sharded, and
 #             with --profile for the all-reduce's time; each run's test accuracy within 0.2
 #             points of one GPU's (multigpu.md: tools/tables/multigpu_table.py)
-#   plans     the pipelined GEMM's layer-1 products (batch 16 to 2048) with each tile and
+#   plans     the tiled GEMM's layer-1 products (batch 16 to 2048) with each tile and
 #             split-K count forced (mlp_bench --plan) against its own choice (plans.md)
 #   p2p       (2 GPUs; also run by multigpu) tiled on 2 ranks at batch 512, 2048 and 8192: the
 #             p2p all-reduce one-shot and two-shot against NCCL, --profile (multigpu_p2p.md)
@@ -144,7 +144,7 @@ stage_sanitize() {
             [ "$tool" = initcheck ] && [ "$test" = test_gpu_kernels ] && continue # inputs all uploaded
             if [ "$tool" = racecheck ] && [ "$test" = test_gpu_ops ]; then # over 470 s whole, and its
                 # GEMMs alone over 420 s on the small shapes: the tiny ones there
-                for part in gemm_pipelined gemm_others gemm_epilogue output_layer other; do
+                for part in gemm_tiled gemm_others gemm_epilogue output_layer other; do
                     MLP_TEST_PART=$part MLP_TEST_SHAPES=tiny start_sanitizer "${tool}_${test}_$part" "$tool" "$build/$test"
                     names+=("${tool}_${test}_$part")
                 done
@@ -264,7 +264,7 @@ stage_steptrace() {
     done
 }
 
-stage_plans() { # the pipelined GEMM's tile and split-K choices on the MLP's layer-1 products
+stage_plans() { # the tiled GEMM's tile and split-K choices on the MLP's layer-1 products
     local status=0 plan shapes=()
     for batch in 16 64 512 2048; do
         shapes+=(--shape "$batch,256,784,NN" --shape "784,256,$batch,TN") # layer 1: forward, weight gradient
@@ -274,7 +274,7 @@ stage_plans() { # the pipelined GEMM's tile and split-K choices on the MLP's lay
         128:1 128:2 128:4; do
         local forced=()
         [ $plan = own ] || forced=(--plan $plan)
-        "$build/mlp_bench" gemm --device gpu --impl pipelined "${shapes[@]}" "${forced[@]}" --quiet \
+        "$build/mlp_bench" gemm --device gpu --impl tiled "${shapes[@]}" "${forced[@]}" --quiet \
             --repeats 50 --csv "$out/plans_${plan/:/_}.csv" >/dev/null || { status=1; echo "plans: $plan failed"; }
     done
     python3 - "$out"/plans_*.csv <<'PY' | tee "$out/plans.md"
@@ -291,7 +291,7 @@ def plan_key(plan): # "64:2" is 64x64:2
     rows, cols = (tile.split("x") + [tile])[:2]
     return (1, [int(rows), int(cols), int(splits)])
 plans.sort(key=plan_key)
-print("µs a product (median of 50), pipelined GEMM, each tile:splits forced (own: its choice)\n")
+print("µs a product (median of 50), tiled GEMM, each tile:splits forced (own: its choice)\n")
 print("| shape | " + " | ".join(plans) + " | best |\n|---|" + "---:|" * (len(plans) + 1))
 for shape, row in times.items():
     valid = {p: t for p, t in row.items() if t is not None}
@@ -342,7 +342,7 @@ stage_odd() {
     compute-sanitizer --tool memcheck --error-exitcode 99 "$mlp" --device gpu --impl tiled --hidden 17,3 \
         --batch 999 --epochs 1 --data "$data" --quiet >"$out/odd_sanitize.log" 2>&1 || status=1
     echo "compute-sanitizer memcheck, --impl tiled --hidden 17,3 --batch 999: $(grep 'ERROR SUMMARY' "$out/odd_sanitize.log")"
-    # the pipelined GEMM's split-K sums its slices in a cluster's shared memory: a full cluster
+    # the tiled GEMM's split-K sums its slices in a cluster's shared memory: a full cluster
     # (8 slices, of 64×64 and of 64×128 tiles), an odd one (3) and the MLP's own plans, under memcheck
     # and racecheck
     local tool plan
@@ -351,9 +351,9 @@ stage_odd() {
             local forced=()
             [ $plan = own ] || forced=(--plan $plan)
             compute-sanitizer --tool $tool --error-exitcode 99 "$build/mlp_bench" gemm --device gpu \
-                --impl pipelined --shape 512,256,784,NN --shape 784,256,512,TN --shape 1000,17,4099,NT \
+                --impl tiled --shape 512,256,784,NN --shape 784,256,512,TN --shape 1000,17,4099,NT \
                 "${forced[@]}" --warmup 0 --repeats 1 --quiet >"$out/odd_cluster_$tool.log" 2>&1 || status=1
-            echo "compute-sanitizer $tool, pipelined GEMM, plan $plan: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/odd_cluster_$tool.log" | tail -1)"
+            echo "compute-sanitizer $tool, tiled GEMM, plan $plan: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/odd_cluster_$tool.log" | tail -1)"
         done
     done
     return $status

@@ -23,12 +23,7 @@
  *   tile lies K-major); the products are those of the FP32 originals to the bit (same tiles,
  *   K slices and order).
  *
- * Fragments (g = lane / 4, t = lane % 4; A is 16×K, B is K×8, C is 16×8):
- * - m16n8k8 TF32: A a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4);
- *   B b0 = (t, g), b1 = (t + 4, g).
- * - m16n8k16 BF16, pairs along k (lower k in the low half): A (g, 2t), (g + 8, 2t), (g, 2t + 8),
- *   (g + 8, 2t + 8); B (2t, g), (2t + 8, g).
- * - C: c0, c1 = (g, 2t .. 2t + 1), c2, c3 = (g + 8, 2t .. 2t + 1).
+ * The fragments (which element of A, B and C each lane holds) are in mma_sync.cuh.
  * Shapes and layout: those of every rung (gemm_ladder.h). docs/kernels.md has the
  * measurements. */
 #include <cstdio>
@@ -39,6 +34,7 @@
 #include "cuda/gemm/gemm_common.cuh"
 #include "cuda/gemm/gemm_ladder.h"
 #include "cuda/gemm/gemm_tiled_parts.cuh"
+#include "cuda/gemm/mma_sync.cuh"
 #include "cuda/kernels/dependent_launch.cuh"
 
 namespace {
@@ -126,14 +122,6 @@ __device__ __forceinline__ void copy_operand(T *tile, const T *x, int ld, int i0
                                                           i0, k_end, i_end, vectors);
 }
 
-/* The register a TF32 mma reads for element (i, k) of a tile: x rounded to TF32 (an FP32
- * pattern whose low 13 bits the tensor cores ignore). */
-__device__ __forceinline__ uint32_t tf32_factor(float x) {
-    uint32_t bits;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
-    return bits;
-}
-
 /* The register a BF16 mma reads for elements (i, k) and (i, k + 1): both rounded to BF16,
  * (i, k) in the low half. */
 __device__ __forceinline__ uint32_t bf16_pair(float low, float high) {
@@ -145,7 +133,7 @@ __device__ __forceinline__ uint32_t bf16_pair(float low, float high) {
 template <typename TILE, factor_rounding ROUND>
 __device__ __forceinline__ uint32_t factor_at(const float *tile, int i, int k) {
     if constexpr (ROUND == ROUND_TF32) {
-        return tf32_factor(tile[TILE::at(i, k)]);
+        return tf32_bits(tile[TILE::at(i, k)]);
     } else if constexpr (TILE::K_CONTIGUOUS) {
         const float2 pair = *reinterpret_cast<const float2 *>(tile + TILE::at(i, k));
         return bf16_pair(pair.x, pair.y);
@@ -156,76 +144,43 @@ __device__ __forceinline__ uint32_t factor_at(const float *tile, int i, int k) {
 
 /* ---- fragments: the registers one warp's mma reads, from a stage tile ---- */
 
-/* A's fragment of the block at rows row.. row + 15, k kk.. (16 deep in BF16, 8 in TF32). */
-template <typename TILE, factor_rounding ROUND>
-__device__ __forceinline__ void a_fragment(const float *tile, int row, int kk, uint32_t (&af)[4]) {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int k_low = kk + (ROUND == ROUND_TF32 ? t : 2 * t), k_high = k_low + mma_k<ROUND>() / 2;
-    af[0] = factor_at<TILE, ROUND>(tile, row + g, k_low);
-    af[1] = factor_at<TILE, ROUND>(tile, row + g + 8, k_low);
-    af[2] = factor_at<TILE, ROUND>(tile, row + g, k_high);
-    af[3] = factor_at<TILE, ROUND>(tile, row + g + 8, k_high);
-}
-
-/* B's fragments of the two blocks at columns col.. col + 7 and col + 8.. col + 15, k kk... */
-template <typename TILE, factor_rounding ROUND>
-__device__ __forceinline__ void b_fragments(const float *tile, int col, int kk, uint32_t (&bf)[2][2]) {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int k_low = kk + (ROUND == ROUND_TF32 ? t : 2 * t), k_high = k_low + mma_k<ROUND>() / 2;
-#pragma unroll
-    for (int j = 0; j < 2; j++) {
-        bf[j][0] = factor_at<TILE, ROUND>(tile, col + 8 * j + g, k_low);
-        bf[j][1] = factor_at<TILE, ROUND>(tile, col + 8 * j + g, k_high);
+/* A's fragment of the block at rows row.. row + 15, k kk.. (16 deep in BF16, 8 in TF32): from
+ * stored BF16 by ldmatrix (mma_sync.cuh), else each factor rounded from FP32 as it is read. */
+template <typename TILE, factor_rounding ROUND, typename T>
+__device__ __forceinline__ void a_fragment(const T *tile, int row, int kk, uint32_t (&af)[4]) {
+    if constexpr (TILE::STORED_BF16) {
+        bf16_a_fragment<TILE>(tile, row, kk, af);
+    } else {
+        const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+        const int k_low = kk + (ROUND == ROUND_TF32 ? t : 2 * t), k_high = k_low + mma_k<ROUND>() / 2;
+        af[0] = factor_at<TILE, ROUND>(tile, row + g, k_low);
+        af[1] = factor_at<TILE, ROUND>(tile, row + g + 8, k_low);
+        af[2] = factor_at<TILE, ROUND>(tile, row + g, k_high);
+        af[3] = factor_at<TILE, ROUND>(tile, row + g + 8, k_high);
     }
 }
 
-/* Four 8×8 matrices of 16-bit values from shared memory, one instruction a warp: lane L gives
- * the address of row L % 8 of matrix L / 8 (16 bytes, aligned), and gets, of each matrix in
- * turn, elements (L / 4, 2·(L % 4)) and the next, or with TRANSPOSE (2·(L % 4), L / 4) and the
- * one below: an mma fragment either way. */
-template <bool TRANSPOSE>
-__device__ __forceinline__ void load_matrices(const __nv_bfloat16 *row, uint32_t (&m)[4]) {
-    if constexpr (TRANSPOSE)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
-                     : "r"(shared_address(row)));
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
-                     : "r"(shared_address(row)));
-}
-
-/* Stored BF16: the same fragments by ldmatrix, transposing where the tile lies K-major
- * (tile[kk][i]). A's matrices: rows +0 and +8 at k +0, then at k +8 (a0 to a3). */
-template <typename TILE, factor_rounding ROUND>
-__device__ __forceinline__ void a_fragment(const __nv_bfloat16 *tile, int row, int kk, uint32_t (&af)[4]) {
-    const int lane = threadIdx.x % 32, matrix = lane / 8, r = lane % 8;
-    const int i = row + matrix % 2 * 8 + (TILE::K_CONTIGUOUS ? r : 0);
-    const int k = kk + matrix / 2 * 8 + (TILE::K_CONTIGUOUS ? 0 : r);
-    load_matrices<!TILE::K_CONTIGUOUS>(tile + TILE::at(i, k), af);
-}
-
-/* B's matrices: columns +0 at k +0 and +8 (the first block's b0, b1), then columns +8. */
-template <typename TILE, factor_rounding ROUND>
-__device__ __forceinline__ void b_fragments(const __nv_bfloat16 *tile, int col, int kk, uint32_t (&bf)[2][2]) {
-    const int lane = threadIdx.x % 32, matrix = lane / 8, r = lane % 8;
-    const int j = col + matrix / 2 * 8 + (TILE::K_CONTIGUOUS ? r : 0);
-    const int k = kk + matrix % 2 * 8 + (TILE::K_CONTIGUOUS ? 0 : r);
-    load_matrices<!TILE::K_CONTIGUOUS>(tile + TILE::at(j, k), reinterpret_cast<uint32_t (&)[4]>(bf));
+/* B's fragments of the two blocks at columns col.. col + 7 and col + 8.. col + 15, k kk..., the
+ * same two ways. */
+template <typename TILE, factor_rounding ROUND, typename T>
+__device__ __forceinline__ void b_fragments(const T *tile, int col, int kk, uint32_t (&bf)[2][2]) {
+    if constexpr (TILE::STORED_BF16) {
+        bf16_b_fragments<TILE>(tile, col, kk, bf);
+    } else {
+        const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+        const int k_low = kk + (ROUND == ROUND_TF32 ? t : 2 * t), k_high = k_low + mma_k<ROUND>() / 2;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            bf[j][0] = factor_at<TILE, ROUND>(tile, col + 8 * j + g, k_low);
+            bf[j][1] = factor_at<TILE, ROUND>(tile, col + 8 * j + g, k_high);
+        }
+    }
 }
 
 template <factor_rounding ROUND>
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    if constexpr (ROUND == ROUND_TF32)
-        asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-            "{%8, %9}, {%0, %1, %2, %3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    else
-        asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-            "{%8, %9}, {%0, %1, %2, %3};\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    if constexpr (ROUND == ROUND_TF32) mma_tf32(d, a, b);
+    else mma_bf16(d, a, b);
 }
 
 /* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C), A and B of type T. Grid

@@ -4,7 +4,7 @@
  * accumulates its dot product from shared memory.
  *
  * Each element loaded from global memory is now used TILE times instead of once, which is the
- * whole idea of tiling. What it still lacks (see gemm_tiled.cu, the next step): each thread
+ * whole idea of tiling. What it still lacks (see gemm_3_blocked.cu, the next step): each thread
  * computes one output, so it issues two shared-memory loads per multiply-add; loads are
  * 4 bytes wide; and with a transposed operand the copy into shared memory is not coalesced. */
 #include "libs/cuda_check.h"

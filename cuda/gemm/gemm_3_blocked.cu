@@ -8,7 +8,7 @@
  *      op(A) is stored k-major (a_tile[kk][i]) so a thread's TM values of a column are adjacent;
  *   2. for each kk, every thread reads TM values of op(A) and TN of op(B) from shared memory
  *      (float4 reads) and does TM·TN multiply-adds with them: TM+TN loads per TM·TN FMAs,
- *      against 2 loads per FMA in gemm_tiled_shared.cu.
+ *      against 2 loads per FMA in gemm_2_shared.cu.
  * Tiles that cross the matrix edge (any M, N, K) load zeros outside it and store only inside.
  * The store applies the epilogue (bias, ReLU, ReLU mask: src/backend.h) on the way out, so a
  * layer's forward pass or input gradient needs no second pass over C.
@@ -159,7 +159,7 @@ template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B>
 /* two blocks per multiprocessor: the register cap that implies (128) is what the 128×128 tile
  * uses anyway, and it keeps ptxas from spilling in the 64×64 one */
 __global__ void __launch_bounds__(tile_shape<BM, BN, BK, TM, TN>::threads, 2)
-gemm_tiled_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
+gemm_blocked_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
                   int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
                   int ldc, gemm_epilogue epilogue, float *__restrict__ partials, bool vector_a,
                   bool vector_b, bool vector_out) {
@@ -221,7 +221,7 @@ void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, const gemm_epil
     bool va = vectors_aligned(a, lda), vb = vectors_aligned(b, ldb);
     bool vout = partials ? n % 4 == 0 : vectors_aligned(c, ldc);
 #define GEMM_TILED_LAUNCH(TA, TB)                                                                  \
-    gemm_tiled_kernel<BM, BN, BK, TM, TN, TA, TB><<<blocks, THREADS, 0, stream>>>(                 \
+    gemm_blocked_kernel<BM, BN, BK, TM, TN, TA, TB><<<blocks, THREADS, 0, stream>>>(                 \
         m, n, k, plan.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, partials, va, vb,  \
         vout)
     if (!trans_a && !trans_b) GEMM_TILED_LAUNCH(false, false);

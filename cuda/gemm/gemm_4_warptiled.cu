@@ -1,6 +1,6 @@
-/* Ladder rung 4, after gemm_tiled.cu: warp tiling.
+/* Ladder rung 4, after gemm_3_blocked.cu: warp tiling.
  *
- * gemm_tiled.cu gives each thread an 8×8 block of C and lays the threads out row by row, so
+ * gemm_3_blocked.cu gives each thread an 8×8 block of C and lays the threads out row by row, so
  * the 32 threads of a warp read b_tile[kk][thread_col .. +7] at 32-byte steps: every float4
  * load of B from shared memory hits the same banks as another thread's (a 2-way bank
  * conflict), and the warp's results are scattered over a wide stripe of the block tile.
@@ -15,12 +15,12 @@
  * column (4 loads for 64 multiply-adds, as before), but now the 8 lanes of a row of the lane
  * grid read 8 consecutive float4 of B (128 contiguous bytes: no bank conflict) and the lanes
  * that read A read the same float4 (a broadcast). A warp also works on a compact 32×64 area,
- * which is what the tensor-core rungs (gemm_tf32_mma.cu) build on.
+ * which is what the tensor-core rungs (gemm_6_tf32_mma.cu) build on.
  *
  * Also changed: BK = 16 (half the barriers per FLOP of BK = 8) and the shared rows are padded
  * by 4 floats, so the scalar stores that transpose an operand on its way in (one float at a
- * time, as in gemm_tiled.cu) spread over the banks. What stays: loading a tile, then a
- * barrier, then computing on it, so the load's latency is not hidden; gemm_pipelined.cu fixes
+ * time, as in gemm_3_blocked.cu) spread over the banks. What stays: loading a tile, then a
+ * barrier, then computing on it, so the load's latency is not hidden; gemm_5_tiled.cu fixes
  * that. No split-K here either: small products leave most of the GPU idle.
  *
  * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major in memory; A is stored M×K

@@ -24,7 +24,7 @@ constexpr int MIN_SLICE = 32; /* split-K: the thinnest K slice worth a block */
 
 /* A block tile of BM×BN, BK deep, STAGES tiles in flight (one multiplied, the others loading),
  * split among WARPS_M×WARPS_N warps; each warp's lanes form a 4×8 grid of 4×4 patches, repeated
- * over the warp tile (see gemm_warptiled.cu). */
+ * over the warp tile (see gemm_4_warptiled.cu). */
 
 template <int BM_, int BN_, int BK_, int STAGES_, int WARPS_M_, int WARPS_N_, int BLOCKS_PER_SM_>
 struct tile_config {
@@ -72,7 +72,7 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, fl
  * a cluster (1 × 1 × slices). CFG::SHARED_BYTES of dynamic shared memory. */
 template <typename CFG, bool TRANS_A, bool TRANS_B>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
-gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
+gemm_tiled_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
                       int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
                       int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
     constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, STAGES = CFG::STAGES, A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
@@ -146,7 +146,7 @@ gemm_pipelined_kernel(int m, int n, int k, int k_per_split, float alpha, const f
 template <typename CFG, bool TRANS_A, bool TRANS_B> void allow_shared_memory() {
     static bool done = false;
     if (done) return;
-    CUDA_CHECK(cudaFuncSetAttribute(gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>,
+    CUDA_CHECK(cudaFuncSetAttribute(gemm_tiled_kernel<CFG, TRANS_A, TRANS_B>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)CFG::SHARED_BYTES));
     done = true;
@@ -158,7 +158,7 @@ template <typename CFG, bool TRANS_A, bool TRANS_B>
 void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
     allow_shared_memory<CFG, TRANS_A, TRANS_B>();
     const dim3 grid(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
-    launch_dependent(gemm_pipelined_kernel<CFG, TRANS_A, TRANS_B>, grid, CFG::THREADS,
+    launch_dependent(gemm_tiled_kernel<CFG, TRANS_A, TRANS_B>, grid, CFG::THREADS,
                      CFG::SHARED_BYTES, stream, split.splits, m, n, k, split.k_per_split, alpha, a,
                      lda, b, ldb, beta, c, ldc, epilogue, vectors_aligned(a, lda),
                      vectors_aligned(b, ldb));

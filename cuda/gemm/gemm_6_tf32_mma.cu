@@ -1,4 +1,4 @@
-/* Ladder rung 6: tensor cores, in TF32 (after gemm_pipelined.cu, which uses the FP32 units).
+/* Ladder rung 6: tensor cores, in TF32 (after gemm_5_tiled.cu, which uses the FP32 units).
  *
  * A Hopper multiprocessor does 128 FP32 multiply-adds per cycle on its CUDA cores and several
  * times that on its tensor cores, which multiply small matrices in one instruction per warp.
@@ -7,14 +7,12 @@
  * (the inputs are rounded here, to nearest with cvt.rna.tf32.f32, so each product is within
  * about 2^-10 of the FP32 one; the sums stay FP32).
  *
- * The operands of one mma are spread over the warp's 32 lanes in a fixed pattern (PTX ISA,
- * "Matrix Fragments for mma.m16n8k8", .tf32), with g = lane / 4 and t = lane % 4:
- *   A (16×8, row-major):  a0 = A[g][t]   a1 = A[g + 8][t]   a2 = A[g][t + 4]   a3 = A[g + 8][t + 4]
- *   B (8×8, "col"):       b0 = B[t][g]   b1 = B[t + 4][g]
- *   C, D (16×8):          c0 = C[g][2t]  c1 = C[g][2t + 1]  c2 = C[g + 8][2t]  c3 = C[g + 8][2t + 1]
- * So each lane reads its own elements of the tiles in shared memory with ordinary loads.
+ * The operands of one mma are spread over the warp's 32 lanes in a fixed pattern (the
+ * fragments, mma_sync.cuh): lane (g, t) = (lane / 4, lane % 4) holds A[g][t], A[g + 8][t],
+ * A[g][t + 4], A[g + 8][t + 4] and B[t][g], B[t + 4][g]. So each lane reads its own elements of
+ * the tiles in shared memory with ordinary loads.
  *
- * The kernel is gemm_pipelined.cu's structure with the tensor cores doing the arithmetic:
+ * The kernel is gemm_5_tiled.cu's structure with the tensor cores doing the arithmetic:
  *   block tile 128×128 of C, BK = 32, 3 cp.async stages; 4 warps as 2×2, each a 64×64 warp
  *   tile = 4×8 mma tiles of 16×8, so per 8-deep K step a warp loads 4 A fragments and 8 B
  *   fragments and issues 32 mma.
@@ -25,7 +23,7 @@
  *   rows along K, 36 floats apart:    bank = (36·g + t) % 32 = 4g + t
  *   rows along M or N, 136 apart:     bank = (136·t + g) % 32 = 8t + g
  *
- * Small C: split-K (gemm_split_k.cuh), as gemm_pipelined.cu does.
+ * Small C: split-K (gemm_split_k.cuh), as gemm_5_tiled.cu does.
  *
  * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major FP32; A is stored M×K (K×M when
  * transposed), B K×N (N×K when transposed). Any M, N, K and strides: chunks that cross the edge
@@ -37,6 +35,7 @@
 #include "cuda/gemm/gemm_common.cuh"
 #include "cuda/gemm/gemm_ladder.h"
 #include "cuda/gemm/gemm_split_k.cuh"
+#include "cuda/gemm/mma_sync.cuh"
 
 namespace {
 
@@ -72,20 +71,6 @@ template <int ROWS, bool K_CONTIGUOUS> struct operand_tile {
     }
 };
 
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-    uint32_t bits;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
-    return bits;
-}
-
-/* d += a · b for one 16×8×8 tile, in the fragment layouts of the comment at the top. */
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 /* C (M×N) = alpha · op(A) · op(B) + beta · C, or with partials != nullptr the raw product of
  * K slice blockIdx.z into plane z of partials. Grid ceil(N/BN) × ceil(M/BM) × slices,
  * THREADS threads, shared_bytes() of dynamic shared memory. */
@@ -111,7 +96,7 @@ gemm_tf32_kernel(int m, int n, int k, int k_per_split, float alpha, const float 
         a_tile::start_copy(stage, a, lda, row0, k0, m, range.end, vector_a);
         b_tile::start_copy(stage + a_tile::FLOATS, b, ldb, col0, k0, n, range.end, vector_b);
     };
-    /* the pipeline of gemm_pipelined.cu: one commit group per step, empty ones included */
+    /* the pipeline of gemm_5_tiled.cu: one commit group per step, empty ones included */
 #pragma unroll
     for (int step = 0; step < STAGES - 1; step++) {
         if (step < steps) start_copying(step);
@@ -132,16 +117,16 @@ gemm_tf32_kernel(int m, int n, int k, int k_per_split, float alpha, const float 
 #pragma unroll
             for (int j = 0; j < TILES_N; j++) {
                 const int col = warp_col + j * MMA_N + g;
-                bf[j][0] = to_tf32(b_tile::at(bs, col, kk + t));
-                bf[j][1] = to_tf32(b_tile::at(bs, col, kk + t + 4));
+                bf[j][0] = tf32_bits(b_tile::at(bs, col, kk + t));
+                bf[j][1] = tf32_bits(b_tile::at(bs, col, kk + t + 4));
             }
 #pragma unroll
             for (int i = 0; i < TILES_M; i++) {
                 const int row = warp_row + i * MMA_M + g;
-                const uint32_t af[4] = {to_tf32(a_tile::at(as, row, kk + t)),
-                                        to_tf32(a_tile::at(as, row + 8, kk + t)),
-                                        to_tf32(a_tile::at(as, row, kk + t + 4)),
-                                        to_tf32(a_tile::at(as, row + 8, kk + t + 4))};
+                const uint32_t af[4] = {tf32_bits(a_tile::at(as, row, kk + t)),
+                                        tf32_bits(a_tile::at(as, row + 8, kk + t)),
+                                        tf32_bits(a_tile::at(as, row, kk + t + 4)),
+                                        tf32_bits(a_tile::at(as, row + 8, kk + t + 4))};
 #pragma unroll
                 for (int j = 0; j < TILES_N; j++) mma_tf32(acc[i][j], af, bf[j]);
             }

@@ -178,10 +178,6 @@ gemm_bf16_wgmma_kernel(int m, int n, int k, int k_per_split, float alpha, const 
     }
 }
 
-bool bf16_chunks_aligned(const bf16 *x, int ld) {
-    return reinterpret_cast<uintptr_t>(x) % 16 == 0 && ld % 8 == 0;
-}
-
 template <bool TRANS_A, bool TRANS_B> void launch_kernel(gemm_k_split split, float *partials, GPU_GEMM_BF16_ARGS) {
     static bool allowed = false; /* above 48 KB, the limit must be raised once per kernel */
     if (!allowed) {
@@ -192,7 +188,7 @@ template <bool TRANS_A, bool TRANS_B> void launch_kernel(gemm_k_split split, flo
     const dim3 blocks(blocks_for(n, BN), blocks_for(m, BM), split.splits);
     gemm_bf16_wgmma_kernel<TRANS_A, TRANS_B><<<blocks, THREADS, SHARED_BYTES, stream>>>(
         m, n, k, split.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, partials,
-        bf16_chunks_aligned(a, lda), bf16_chunks_aligned(b, ldb));
+        vectors_aligned(a, lda), vectors_aligned(b, ldb));
     CUDA_CHECK_LAUNCH();
 }
 

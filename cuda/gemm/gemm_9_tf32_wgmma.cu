@@ -1,4 +1,4 @@
-/* Ladder rung 9, Hopper only: TF32 with wgmma (gemm_tf32_mma.cu's contract, gemm_bf16_wgmma.cu's
+/* Ladder rung 9, Hopper only: TF32 with wgmma (gemm_6_tf32_mma.cu's contract, gemm_8_bf16_wgmma.cu's
  * structure, after both).
  *
  * wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32: a warpgroup multiplies 64×8 of A by
@@ -6,7 +6,7 @@
  * bits: both operands must be K-major in shared memory, each row of a tile the 32 k (128
  * bytes, BK = 32) of one m or n, in the 128-byte swizzle (chunk j of 4 floats of row r at
  * j ^ (r % 8)). The operands whose rows in global memory run along K (A not transposed, B
- * transposed) are copied 16 bytes at a time, as in gemm_bf16_wgmma.cu; the others have to be
+ * transposed) are copied 16 bytes at a time, as in gemm_8_bf16_wgmma.cu; the others have to be
  * transposed, and that is this rung's lesson. Transposed on the way in, 4 bytes per cp.async
  * (copy_transposing below), they starve the tensor cores: measured at 4096³ on an H200, 0.85
  * of cuBLAS's TF32 with no operand to transpose (op NT) but 0.37 for NN. Two other ways of
@@ -20,10 +20,10 @@
  *
  * The tensor cores take the FP32 bits as they are in shared memory and use the TF32 part of
  * them (sign, exponent, the 10 high mantissa bits): the inputs are truncated, not rounded to
- * nearest as gemm_tf32_mma.cu's cvt.rna does (no instruction can touch them on the way), which
+ * nearest as gemm_6_tf32_mma.cu's cvt.rna does (no instruction can touch them on the way), which
  * doubles the worst rounding error of a product to about 2^-9 of its size.
  *
- * The rest is gemm_bf16_wgmma.cu's: block tile 128×128, 2 warpgroups of m64n128, 3 cp.async
+ * The rest is gemm_8_bf16_wgmma.cu's: block tile 128×128, 2 warpgroups of m64n128, 3 cp.async
  * stages, fence.proxy.async before each barrier, split-K for small C; sm_90a only.
  *
  * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major FP32; A is stored M×K (K×M when

@@ -1,7 +1,7 @@
 /* Writing a GEMM's finished tile: C = epilogue(alpha · acc + beta · C) (C not read when beta is
  * zero; the epilogue of src/backend.h, none unless given),
  * 8 or 16 bytes at a time where aligned, element by element at the matrix's edge. Used by the
- * ladder's rungs (gemm_warptiled.cu and after). */
+ * ladder's rungs (gemm_4_warptiled.cu and after). */
 #ifndef MLP_GEMM_OUTPUT_CUH
 #define MLP_GEMM_OUTPUT_CUH
 
@@ -67,7 +67,7 @@ __device__ __forceinline__ void store_quad(const gemm_output &out, int m, int n,
     }
 }
 
-/* The warp-tiled rungs' accumulators (gemm_warptiled.cu, gemm_pipelined.cu), one row of 4 at a
+/* The warp-tiled rungs' accumulators (gemm_4_warptiled.cu, gemm_5_tiled.cu), one row of 4 at a
  * time: acc[rm][rn][i][0..3] is element (patch_row + rm·LANES_M·4 + i, patch_col + rn·LANES_N·4
  * + 0..3) of the block's tile; visit(tile_row, tile_col, quad) gets each. */
 template <int LANES_M, int LANES_N, int REPEAT_M, int REPEAT_N, typename Visit>

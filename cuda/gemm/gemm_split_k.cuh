@@ -1,5 +1,5 @@
-/* Split-K through memory, shared by the ladder's rungs that serve every size (gemm_tf32_mma.cu,
- * gemm_bf16_mma.cu; gemm_pipelined.cu splits K through a cluster instead, and takes only
+/* Split-K through memory, shared by the ladder's rungs that serve every size (gemm_6_tf32_mma.cu,
+ * gemm_7_bf16_mma.cu; gemm_5_tiled.cu splits K through a cluster instead, and takes only
  * gemm_k_slices from here); gemm_split_k.cu holds the host side.
  *
  * A GEMM whose C is small (the MLP's layers: 512×256 is 32 tiles of 64×64 for 132
@@ -7,7 +7,7 @@
  * into slices, one block per (tile, slice) (grid z is the slice); each block writes its raw
  * partial tile to its own plane of a workspace (M×N, row stride N), and gemm_sum_slices adds the
  * planes in the order z = 0, 1, ... and applies alpha and beta: no atomics, the same bits on
- * every run. gemm_tiled.cu uses the host side too, with its epilogue applied in the sum. */
+ * every run. gemm_3_blocked.cu uses the host side too, with its epilogue applied in the sum. */
 #ifndef MLP_GEMM_SPLIT_K_CUH
 #define MLP_GEMM_SPLIT_K_CUH
 

@@ -1,4 +1,4 @@
-/* FP32 to BF16, rounding to nearest (ties to even): the operands of gemm_bf16_mma.cu, made once
+/* FP32 to BF16, rounding to nearest (ties to even): the operands of gemm_7_bf16_mma.cu, made once
  * by whoever keeps them (a benchmark, a trainer's BF16 copy of the weights). One thread per
  * element, grid-stride; __float2bfloat16_rn keeps NaN a NaN and rounds overflow to infinity. */
 #include "libs/cuda_check.h"

@@ -1,5 +1,5 @@
 /* out = xᵀ: x is rows×cols (row stride ld), out cols×rows (row stride rows), FP32. For the TF32
- * wgmma rung (gemm_tf32_wgmma.cu), whose tensor cores want both operands K-major: one pass
+ * wgmma rung (gemm_9_tf32_wgmma.cu), whose tensor cores want both operands K-major: one pass
  * through memory lays an operand out that way before a large product.
  *
  * Textbook shared-memory transpose: a block reads a 32×32 tile of x along its rows (coalesced),

@@ -1,4 +1,4 @@
-/* What the wgmma rungs (gemm_bf16_wgmma.cu, gemm_tf32_wgmma.cu) share: the shared-memory
+/* What the wgmma rungs (gemm_8_bf16_wgmma.cu, gemm_9_tf32_wgmma.cu) share: the shared-memory
  * matrix descriptor of the 128-byte swizzle layout, and the fences and waits around
  * wgmma.mma_async (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). sm_90a
  * only: include it from files built for that target alone. */

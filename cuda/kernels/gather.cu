@@ -17,6 +17,7 @@
 #include <climits>
 
 #include "libs/cuda_check.h"
+#include "cuda/kernels/bf16_quad.cuh"
 #include "cuda/kernels/dependent_launch.cuh"
 #include "cuda/kernels/gpu_kernels.h"
 
@@ -58,11 +59,7 @@ __global__ void gather_quads_kernel(gpu_batch_source source, int max_rows, int f
         const float4 v = make_float4(p.x * scale + shift, p.y * scale + shift, p.z * scale + shift,
                                      p.w * scale + shift);
         reinterpret_cast<float4 *>(x + (size_t)row * features)[quad] = v;
-        if (x_bf16) {
-            const __nv_bfloat162 low = __floats2bfloat162_rn(v.x, v.y), high = __floats2bfloat162_rn(v.z, v.w);
-            reinterpret_cast<__nv_bfloat162 *>(x_bf16 + (size_t)row * features)[2 * quad] = low;
-            reinterpret_cast<__nv_bfloat162 *>(x_bf16 + (size_t)row * features)[2 * quad + 1] = high;
-        }
+        if (x_bf16) store_bf16_quad(x_bf16 + (size_t)row * features, quad, v);
         if (quad == 0) y[row] = label;
     }
 }

@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 
 #include "libs/cuda_check.h"
+#include "cuda/kernels/bf16_quad.cuh"
 #include "cuda/kernels/dependent_launch.cuh"
 #include "cuda/kernels/gpu_kernels.h"
 
@@ -55,15 +56,6 @@ __device__ __forceinline__ float sgd_momentum(float &param, float velocity, floa
     float v = momentum * velocity + grad;
     param -= lr * v;
     return v;
-}
-
-/* Four parameters into their BF16 copy (8 bytes). */
-__device__ __forceinline__ void store_bf16_quad(__nv_bfloat16 *copy, size_t q, float4 p) {
-    const __nv_bfloat162 low = __floats2bfloat162_rn(p.x, p.y), high = __floats2bfloat162_rn(p.z, p.w);
-    uint2 bits;
-    bits.x = *reinterpret_cast<const uint32_t *>(&low);
-    bits.y = *reinterpret_cast<const uint32_t *>(&high);
-    reinterpret_cast<uint2 *>(copy)[q] = bits;
 }
 
 /* Four parameters a thread (float4) over the first 4·quads, then one a thread over the rest: a
