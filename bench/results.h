@@ -11,8 +11,8 @@ typedef enum { ROW_OK, ROW_FAILED, ROW_SKIPPED } row_status;
 
 typedef struct {
     char device[4]; /* "cpu" or "gpu" */
-    char impl[16];
-    char library[16];   /* the row vs_library compares with: "blas" unless set otherwise */
+    char impl[32];
+    char library[32];   /* the row vs_library compares with: "blas" unless set otherwise */
     char shape[64];     /* "512x256x784 TN", "n=1048576", "4x1024x1024 k2s2p0" */
     double size;        /* the x axis of plots: gemm ∛(M·N·K), dot n, maxpool image side */
     double work;        /* per call: FLOPs (gemm) or bytes moved (dot, maxpool) */

@@ -57,7 +57,12 @@ for path, rows in zip(pairs[::2], pairs[1::2]):
     assert len(json.load(open(path))["rows"]) == int(rows), path
 PYTHON
 
-if [ "$device" = gpu ]; then # a forced plan, split-K included, is verified like the kernels' own
+if [ "$device" = gpu ]; then
+    # the longest name comes out whole in the table, the CSV and the JSON
+    for file in "$work/gemm_shape.txt" "$work/gemm_shape.csv" "$work/gemm_shape.json"; do
+        grep -q 'tiled_bf16_stored' "$file" || fail "$file: the name tiled_bf16_stored is cut short"
+    done
+    # a forced plan, split-K included, is verified like the kernels' own
     "$bench" gemm "${quick[@]}" --impl blocked,tiled --sizes 17,100 --shape 64,40,300,TN --plan 64:3 \
         >/dev/null || fail "gemm --plan 64:3 failed"
     "$bench" gemm "${quick[@]}" --impl tiled --sizes 17,100 --shape 64,40,300,TN --plan 64x128:2 \
