@@ -53,7 +53,7 @@ implementations, threads, processes, batch, transfers, ladder = sections
 table = {(r[0], r[1]): r for r in rows(implementations)}
 gpu = results["capabilities"]["gpu"]["ok"]
 wanted = ["CPU tiled (baseline)", "CPU naive", "CPU blas"] + (["CPU tiled"] if results["cores"] > 1 else [])
-wanted += ["GPU naive", "GPU tiled", "GPU blas", "GPU fused"] if gpu else []
+wanted += ["GPU naive", "GPU tiled", "GPU blas", "GPU fused, whole-epoch kernel"] if gpu else []
 labels = [label for label, _ in table]
 for label in wanted:
     assert label in labels, f"section 1 has no row {label!r}: {labels}"
