@@ -27,7 +27,7 @@ typedef struct {
     long sizes[BENCH_MAX_LIST];
     int size_count; /* gemm square sides or dot lengths; 0: the benchmark's default */
     bool mlp_shapes;
-    int plan_rows, plan_cols, plan_splits; /* --plan: GPU tiled and pipelined's tile (rows×cols)
+    int plan_rows, plan_cols, plan_splits; /* --plan: GPU blocked and tiled's tile (rows×cols)
                                             * and K slices; 0: their own choice */
     gemm_shape shapes[BENCH_MAX_LIST];
     int shape_count;

@@ -98,7 +98,7 @@ typedef struct {
 
 /* ---- shapes ---- */
 
-/* The GEMMs of one training step of the 784-256-10 MLP (src/model.c) at one batch size. */
+/* The GEMMs of one training step of the 784-256-10 MLP (core/model.c) at one batch size. */
 static int mlp_shapes(int batch, gemm_shape *out) {
     const gemm_shape layer_gemms[] = {
         {batch, 256, 784, false, false, "L1 fwd"},  /* Z1 = X·W1 */

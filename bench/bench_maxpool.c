@@ -1,6 +1,6 @@
 /* mlp_bench maxpool: 2-D max pooling of `planes` square images (batch × channels), window,
  * stride and padding from the options: sequential and OpenMP on the CPU, one thread per output
- * on the GPU (src/cpu_maxpool.c, cuda/kernels/maxpool.cu).
+ * on the GPU (bench/kernels/cpu_maxpool.c, bench/kernels/gpu_maxpool.cu).
  *
  * Throughput is in GB/s of the least traffic the operation needs, the input read once and the
  * output written once (overlapping windows read some input twice, but from cache), and as a

@@ -1,6 +1,6 @@
 /* The GPU side of mlp_bench: device buffers for each case, the one-shot runs that verification
  * reads, and timing with CUDA events. The kernels themselves are the project's
- * (cuda/kernels/, blas/cublas_*.cu); nothing here computes. See gpu_bench.h. */
+ * (cuda/, bench/kernels/, libs/cublas_*.cu); nothing here computes. See gpu_bench.h. */
 #include <algorithm>
 #include <cstdio>
 #include <cstring>

@@ -71,7 +71,7 @@ void gpu_dot_run(gpu_dot_case *c, gpu_dot_impl impl, float *dot, float *y);
 double gpu_dot_time_ms(gpu_dot_case *c, gpu_dot_impl impl, const bench_timing *timing);
 void gpu_dot_case_destroy(gpu_dot_case *c);
 
-/* ---- max pooling (src/cpu_maxpool.h's contract) ---- */
+/* ---- max pooling (bench/kernels/cpu_maxpool.h's contract) ---- */
 
 typedef struct gpu_maxpool_case gpu_maxpool_case;
 

@@ -40,6 +40,11 @@ result_row *results_add(results *r, const char *device, const char *impl, const 
                         .error = NAN,
                         .status = ROW_OK};
     snprintf(row->device, sizeof row->device, "%s", device);
+    if (strlen(impl) >= sizeof row->impl) { /* the registries' names: a programming error */
+        fprintf(stderr, "mlp_bench: internal error: the name %s is longer than %zu characters\n", impl,
+                sizeof row->impl - 1);
+        exit(1);
+    }
     snprintf(row->impl, sizeof row->impl, "%s", impl);
     snprintf(row->library, sizeof row->library, "blas");
     snprintf(row->shape, sizeof row->shape, "%s", shape);

@@ -39,13 +39,13 @@ void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                    epilogue);
 }
 
-/* The ladder's fastest FP32 rung (docs/kernels.md): shared-memory tiles as in gemm_3_blocked.cu, fed
- * by a cp.async pipeline; faster than gemm_3_blocked.cu on every product of the MLP. */
+/* The ladder's fastest FP32 rung (gemm_5_tiled.cu, docs/kernels.md): rung 4's warp tiles fed by a
+ * cp.async pipeline; faster than rung 3 (gemm_3_blocked.cu) on every product of the MLP. */
 void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc,
                 const gemm_epilogue *epilogue) {
     gpu_gemm_tiled(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                       epilogue);
+                   epilogue);
 }
 
 /* For the GEMMs without an epilogue of their own (cuBLAS, the tensor-core rungs of the ladder):

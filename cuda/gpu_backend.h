@@ -1,5 +1,5 @@
 /* The GPU implementations (naive CUDA, tiled CUDA, cuBLAS) behind the operation table of
- * src/backend.h. This header is C: the rest of the program is. */
+ * core/backend.h. This header is C: the rest of the program is. */
 #ifndef MLP_GPU_BACKEND_H
 #define MLP_GPU_BACKEND_H
 

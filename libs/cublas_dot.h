@@ -1,5 +1,5 @@
 /* The vendor dot product on the GPU: cublasSdot, the library the benchmark compares the dot
- * kernels of cuda/kernels/dot.cu against. */
+ * kernels of bench/kernels/gpu_dot.cu against. */
 #ifndef MLP_CUBLAS_DOT_H
 #define MLP_CUBLAS_DOT_H
 

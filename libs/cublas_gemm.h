@@ -1,7 +1,7 @@
 /* The GEMM of the GPU blas implementation: cublasSgemm behind the row-major contract of
  * backend.h, in FP32 (no TF32 unless asked for); and the same contract in TF32 and BF16
  * (cublasGemmEx, FP32 accumulate), the libraries the tensor-core rungs of the GEMM ladder are
- * measured against (cuda/kernels/gemm_ladder.h). */
+ * measured against (cuda/gemm/gemm_ladder.h). */
 #ifndef MLP_CUBLAS_GEMM_H
 #define MLP_CUBLAS_GEMM_H
 

@@ -1,4 +1,4 @@
-/* Checking every CUDA call (cuBLAS's: CUBLAS_CHECK, blas/cublas_library.h): a failure prints
+/* Checking every CUDA call (cuBLAS's: CUBLAS_CHECK, libs/cublas_library.h): a failure prints
  * the call, the error and where it happened, then ends the process with status 1. Kernel launches are checked with
  * CUDA_CHECK_LAUNCH() right after the launch (it catches bad configurations; errors inside the
  * kernel surface at the next synchronizing call, which is checked too). */

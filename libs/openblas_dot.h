@@ -1,5 +1,5 @@
 /* The vendor-BLAS dot product on the CPU: OpenBLAS's cblas_sdot, the library the benchmark
- * compares cpu_dot_loop and cpu_dot_openmp (src/cpu_dot.h) against. */
+ * compares cpu_dot_loop and cpu_dot_openmp (bench/kernels/cpu_dot.h) against. */
 #ifndef MLP_OPENBLAS_DOT_H
 #define MLP_OPENBLAS_DOT_H
 

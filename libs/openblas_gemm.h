@@ -1,5 +1,5 @@
 /* The vendor-BLAS GEMM on the CPU: OpenBLAS's cblas_sgemm behind the gemm_fn contract of
- * src/backend.h (row-major, C = alpha * op(A) * op(B) + beta * C).
+ * core/backend.h (row-major, C = alpha * op(A) * op(B) + beta * C).
  *
  * CBLAS takes the storage order as an argument, so with CblasRowMajor our row-major matrices,
  * strides and transpose flags go straight through: no swapping of A and B, no reinterpreting

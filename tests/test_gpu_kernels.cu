@@ -1,5 +1,5 @@
-/* The GPU kernels of mlp_bench's dot and maxpool benchmarks (cuda/kernels/dot.cu, maxpool.cu,
- * blas/cublas_dot.cu) against the CPU: fresh random inputs, odd lengths and image sizes,
+/* The GPU kernels of mlp_bench's dot and maxpool benchmarks (bench/kernels/gpu_dot.cu,
+ * gpu_maxpool.cu, libs/cublas_dot.cu) against the CPU: fresh random inputs, odd lengths and image sizes,
  * unaligned vectors (the warp-shuffle kernel's scalar path), outputs and scratch poisoned with
  * NaN before each launch, a guard after each output. Exits 77 (skipped) where there is no GPU. */
 #include <cmath>

@@ -23,7 +23,7 @@ static const char *const IMPLS[] = {"naive", "tiled", "blas", "fused"};
  * Adam gets a looser bound: it moves every weight by about lr whatever the size of its gradient,
  * so a hidden unit whose pre-activation is within rounding of zero, on for one implementation
  * and off for the other, moves its weights apart by lr per step. Measured on an H200: of 21
- * seeds, 20 kept every implementation within 1e-4 of the CPU; one put the GPU's pipelined GEMM
+ * seeds, 20 kept every implementation within 1e-4 of the CPU; one put the GPU's rung-5 GEMM
  * (tiled, fused) 2.2e-3 away, while SGD and the gradient check passed for that seed. The fused
  * pass's check had kept the tight bound for Adam too, until seed 1795509238187151228 put it
  * 1.3e-4 away (hidden 64, batch 100) with SGD and the gradient check passing. SGD meets such a

@@ -1,6 +1,6 @@
 /* y = sigmoid(w·x) on the CPU: the dot product of two vectors of n floats, then the logistic
  * function. Two ways to take the dot product (a third, OpenBLAS's cblas_sdot, is in
- * blas/openblas_dot.h); cpu_dot.c says how each works and how fast it can be. */
+ * libs/openblas_dot.h); cpu_dot.c says how each works and how fast it can be. */
 #ifndef MLP_CPU_DOT_H
 #define MLP_CPU_DOT_H
 

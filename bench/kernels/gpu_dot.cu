@@ -172,7 +172,8 @@ __global__ void final_shuffle_kernel(const float *partials, int count, float *do
     if (threadIdx.x == 0) *dot = total;
 }
 
-/* The same formula as cpu_sigmoid (src/cpu_dot.c): e^z only of z <= 0, so nothing overflows. */
+/* The same formula as cpu_sigmoid (bench/kernels/cpu_dot.c): e^z only of z <= 0, so nothing
+ * overflows. */
 __global__ void sigmoid_scalar_kernel(const float *dot, float *y) {
     float z = *dot;
     if (z >= 0.0f) {

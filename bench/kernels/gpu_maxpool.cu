@@ -1,4 +1,4 @@
-/* Max pooling on the GPU, with the contract of src/cpu_maxpool.h (whose maxpool_output_size
+/* Max pooling on the GPU, with the contract of bench/kernels/cpu_maxpool.h (whose maxpool_output_size
  * gives the output shape, so both sides agree on it).
  *
  * One thread per output element, numbered in output order (plane, oy, ox) with ox fastest:

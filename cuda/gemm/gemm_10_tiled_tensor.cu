@@ -11,7 +11,8 @@
  *   (A not transposed, B transposed) as tile[i][kk], the other as tile[kk][i]. Every copy of an
  *   aligned tile is 16 bytes wide, and the padding of a line is chosen so that a warp's
  *   fragment loads hit 32 different banks (rung 5 transposes K-contiguous operands as it copies
- *   them, one float at a time, because its FMAs want K-major tiles; the fragments do not).
+ *   them, one float at a time, because its FMAs want tiles whose lines run along M or N; the
+ *   fragments do not).
  * - Each warp's tile is a grid of 16×8 tensor-core tiles. TF32: mma.sync.m16n8k8 on factors
  *   rounded to TF32 (cvt.rna: 10 mantissa bits, to nearest, ties away). BF16: m16n8k16 on
  *   factors rounded to BF16 (7 bits, to nearest, ties to even), two to a register. Both
@@ -19,8 +20,8 @@
  *   registers the tensor cores read: no pass over A or B before the product.
  * - BF16 operands may also come as BF16 in memory (gpu_gemm_tiled_bf16_stored), rounded to
  *   nearest even by whoever wrote them: their tiles hold BF16, half the bytes to copy, and
- *   ldmatrix loads a warp's fragments (four 8×8 matrices an instruction, transposed where the
- *   tile lies K-major); the products are those of the FP32 originals to the bit (same tiles,
+ *   ldmatrix loads a warp's fragments (four 8×8 matrices an instruction, .trans where a tile's
+ *   lines run along M or N); the products are those of the FP32 originals to the bit (same tiles,
  *   K slices and order).
  *
  * The fragments (which element of A, B and C each lane holds) are in mma_sync.cuh.

@@ -15,9 +15,9 @@ namespace {
 
 constexpr int TILE = 32;
 
-__global__ void gemm_tiled_shared_kernel(bool trans_a, bool trans_b, int m, int n, int k,
-                                         float alpha, const float *a, int lda, const float *b,
-                                         int ldb, float beta, float *c, int ldc) {
+__global__ void gemm_shared_kernel(bool trans_a, bool trans_b, int m, int n, int k, float alpha,
+                                   const float *a, int lda, const float *b, int ldb, float beta,
+                                   float *c, int ldc) {
     __shared__ float a_tile[TILE][TILE];     /* a_tile[i][p] = op(A)[row0 + i][k0 + p] */
     __shared__ float b_tile[TILE][TILE + 1]; /* b_tile[p][j] = op(B)[k0 + p][col0 + j]; +1 pad */
     int tx = threadIdx.x, ty = threadIdx.y;
@@ -40,7 +40,7 @@ void gpu_gemm_shared(GPU_GEMM_ARGS) {
     if (m == 0 || n == 0) return;
     dim3 threads(TILE, TILE);
     dim3 blocks(blocks_for(n, TILE), blocks_for(m, TILE));
-    gemm_tiled_shared_kernel<<<blocks, threads, 0, stream>>>(trans_a, trans_b, m, n, k, alpha, a,
-                                                             lda, b, ldb, beta, c, ldc);
+    gemm_shared_kernel<<<blocks, threads, 0, stream>>>(trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                                                       ldb, beta, c, ldc);
     CUDA_CHECK_LAUNCH();
 }

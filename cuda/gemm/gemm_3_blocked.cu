@@ -1,4 +1,4 @@
-/* The fast tiled GEMM: shared-memory tiles plus register blocking and 16-byte loads.
+/* Ladder rung 3, blocked: shared-memory tiles plus register blocking and 16-byte loads.
  *
  * A block of THREADS = (BM/TM)·(BN/TN) threads computes a BM×BN tile of C; each thread owns a
  * TM×TN sub-tile held in registers. For each BK-deep slice of K:
@@ -10,7 +10,7 @@
  *      (float4 reads) and does TM·TN multiply-adds with them: TM+TN loads per TM·TN FMAs,
  *      against 2 loads per FMA in gemm_2_shared.cu.
  * Tiles that cross the matrix edge (any M, N, K) load zeros outside it and store only inside.
- * The store applies the epilogue (bias, ReLU, ReLU mask: src/backend.h) on the way out, so a
+ * The store applies the epilogue (bias, ReLU, ReLU mask: core/backend.h) on the way out, so a
  * layer's forward pass or input gradient needs no second pass over C.
  *
  * The tile size is chosen per call: big tiles reuse data best, but a small matrix cut into big
@@ -160,9 +160,9 @@ template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B>
  * uses anyway, and it keeps ptxas from spilling in the 64×64 one */
 __global__ void __launch_bounds__(tile_shape<BM, BN, BK, TM, TN>::threads, 2)
 gemm_blocked_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
-                  int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
-                  int ldc, gemm_epilogue epilogue, float *__restrict__ partials, bool vector_a,
-                  bool vector_b, bool vector_out) {
+                    int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
+                    int ldc, gemm_epilogue epilogue, float *__restrict__ partials, bool vector_a,
+                    bool vector_b, bool vector_out) {
     constexpr int THREADS = tile_shape<BM, BN, BK, TM, TN>::threads;
     __shared__ __align__(16) float a_tile[BK][BM];
     __shared__ __align__(16) float b_tile[BK][BN];
@@ -220,15 +220,15 @@ void launch(const gemm_plan &plan, gpu_gemm_workspace workspace, const gemm_epil
     float *partials = plan.splits > 1 ? workspace.data : nullptr;
     bool va = vectors_aligned(a, lda), vb = vectors_aligned(b, ldb);
     bool vout = partials ? n % 4 == 0 : vectors_aligned(c, ldc);
-#define GEMM_TILED_LAUNCH(TA, TB)                                                                  \
-    gemm_blocked_kernel<BM, BN, BK, TM, TN, TA, TB><<<blocks, THREADS, 0, stream>>>(                 \
-        m, n, k, plan.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, partials, va, vb,  \
+#define GEMM_BLOCKED_LAUNCH(TA, TB)                                                                \
+    gemm_blocked_kernel<BM, BN, BK, TM, TN, TA, TB><<<blocks, THREADS, 0, stream>>>(               \
+        m, n, k, plan.k_per_split, alpha, a, lda, b, ldb, beta, c, ldc, epilogue, partials, va, vb, \
         vout)
-    if (!trans_a && !trans_b) GEMM_TILED_LAUNCH(false, false);
-    else if (trans_a && !trans_b) GEMM_TILED_LAUNCH(true, false);
-    else if (!trans_a && trans_b) GEMM_TILED_LAUNCH(false, true);
-    else GEMM_TILED_LAUNCH(true, true);
-#undef GEMM_TILED_LAUNCH
+    if (!trans_a && !trans_b) GEMM_BLOCKED_LAUNCH(false, false);
+    else if (trans_a && !trans_b) GEMM_BLOCKED_LAUNCH(true, false);
+    else if (!trans_a && trans_b) GEMM_BLOCKED_LAUNCH(false, true);
+    else GEMM_BLOCKED_LAUNCH(true, true);
+#undef GEMM_BLOCKED_LAUNCH
     CUDA_CHECK_LAUNCH();
     if (partials)
         gemm_sum_slices(stream, partials, {plan.splits, plan.k_per_split}, m, n, alpha, beta, c,

@@ -73,8 +73,8 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, fl
 template <typename CFG, bool TRANS_A, bool TRANS_B>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
 gemm_tiled_kernel(int m, int n, int k, int k_per_split, float alpha, const float *__restrict__ a,
-                      int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
-                      int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
+                  int lda, const float *__restrict__ b, int ldb, float beta, float *__restrict__ c,
+                  int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
     constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, STAGES = CFG::STAGES, A_LINE = CFG::A_LINE, B_LINE = CFG::B_LINE;
     constexpr int LANES_M = CFG::LANES_M, LANES_N = CFG::LANES_N, TM = CFG::TM, TN = CFG::TN;
     constexpr int REPEAT_M = CFG::REPEAT_M, REPEAT_N = CFG::REPEAT_N;
@@ -181,34 +181,34 @@ template <typename CFG> gemm_k_split split_for(int forced_splits, int m, int n, 
 
 template <typename CFG>
 void run(gemm_k_split split, const gemm_epilogue &epilogue, GPU_GEMM_ARGS) {
-#define GEMM_PIPELINED_LAUNCH(TA, TB)                                                              \
+#define GEMM_TILED_LAUNCH(TA, TB)                                                                  \
     launch_kernel<CFG, TA, TB>(split, epilogue, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, \
                                ldb, beta, c, ldc)
-    if (!trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(false, false);
-    else if (trans_a && !trans_b) GEMM_PIPELINED_LAUNCH(true, false);
-    else if (!trans_a && trans_b) GEMM_PIPELINED_LAUNCH(false, true);
-    else GEMM_PIPELINED_LAUNCH(true, true);
-#undef GEMM_PIPELINED_LAUNCH
+    if (!trans_a && !trans_b) GEMM_TILED_LAUNCH(false, false);
+    else if (trans_a && !trans_b) GEMM_TILED_LAUNCH(true, false);
+    else if (!trans_a && trans_b) GEMM_TILED_LAUNCH(false, true);
+    else GEMM_TILED_LAUNCH(true, true);
+#undef GEMM_TILED_LAUNCH
 }
 
 void run_tile(int rows, int cols, int forced_splits, const gemm_epilogue *epilogue, GPU_GEMM_ARGS) {
     const gemm_epilogue e = epilogue ? *epilogue : gemm_epilogue{};
-#define GEMM_PIPELINED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
+#define GEMM_TILED_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
     if (rows == 128 && cols == 256) {
-        run<wide_tile>(split_for<wide_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+        run<wide_tile>(split_for<wide_tile>(forced_splits, m, n, k), e, GEMM_TILED_ARGS);
     } else if (rows == 128) {
-        run<large_tile>(split_for<large_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+        run<large_tile>(split_for<large_tile>(forced_splits, m, n, k), e, GEMM_TILED_ARGS);
     } else if (rows == 64 && cols == 128) {
-        run<medium_tile>(split_for<medium_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+        run<medium_tile>(split_for<medium_tile>(forced_splits, m, n, k), e, GEMM_TILED_ARGS);
     } else if (rows == 64) { /* 16-deep steps where they make the slices shallower */
         const gemm_k_split deep = split_for<small_tile>(forced_splits, m, n, k);
         const gemm_k_split thin = split_for<small_thin_tile>(forced_splits, m, n, k);
-        if (thin.k_per_split < deep.k_per_split) run<small_thin_tile>(thin, e, GEMM_PIPELINED_ARGS);
-        else run<small_tile>(deep, e, GEMM_PIPELINED_ARGS);
+        if (thin.k_per_split < deep.k_per_split) run<small_thin_tile>(thin, e, GEMM_TILED_ARGS);
+        else run<small_tile>(deep, e, GEMM_TILED_ARGS);
     } else {
-        run<narrow_tile>(split_for<narrow_tile>(forced_splits, m, n, k), e, GEMM_PIPELINED_ARGS);
+        run<narrow_tile>(split_for<narrow_tile>(forced_splits, m, n, k), e, GEMM_TILED_ARGS);
     }
-#undef GEMM_PIPELINED_ARGS
+#undef GEMM_TILED_ARGS
 }
 
 /* The medium tile's K slices: the most (a power of two, at most MAX_SLICES) that keep every slice

@@ -37,6 +37,7 @@ constexpr int WARPS_M = 2, WARPS_N = 2, THREADS = 32 * WARPS_M * WARPS_N;
 constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N; /* warp tile 64×64 */
 constexpr int MMA_M = 16, MMA_N = 8, MMA_K = 16;
 constexpr int TILES_M = WM / MMA_M, TILES_N = WN / MMA_N; /* mma tiles per warp: 4×8 */
+static_assert(TILES_N % 2 == 0, "B's fragments come two tiles at a time");
 constexpr int STAGES = 3;
 constexpr int MIN_SLICE = 64; /* split-K: the thinnest K slice worth a block */
 

@@ -13,7 +13,7 @@ __device__ __forceinline__ float op_element(const float *x, int ld, bool trans, 
     return trans ? x[(size_t)col * ld + row] : x[(size_t)row * ld + col];
 }
 
-/* The epilogue (src/backend.h's gemm_epilogue) on the value of C at (row, col). The kernels
+/* The epilogue (core/backend.h's gemm_epilogue) on the value of C at (row, col). The kernels
  * take the epilogue by value; its null pointers make each test the same for every thread. */
 __device__ __forceinline__ float apply_epilogue(float value, const gemm_epilogue &epilogue, int row,
                                                 int col, int ldc) {

@@ -1,5 +1,5 @@
 /* Writing a GEMM's finished tile: C = epilogue(alpha · acc + beta · C) (C not read when beta is
- * zero; the epilogue of src/backend.h, none unless given),
+ * zero; the epilogue of core/backend.h, none unless given),
  * 8 or 16 bytes at a time where aligned, element by element at the matrix's edge. Used by the
  * ladder's rungs (gemm_4_warptiled.cu and after). */
 #ifndef MLP_GEMM_OUTPUT_CUH

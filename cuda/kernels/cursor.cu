@@ -1,4 +1,4 @@
-/* The pass cursor (src/backend.h) moves to the next batch and counts a step, on the device, so
+/* The pass cursor (core/backend.h) moves to the next batch and counts a step, on the device, so
  * that everything that changes between steps is changed by the device itself and a recorded step
  * can be replayed as it is. One thread. A training step's update moves its cursor itself
  * (optimizers.cu); this kernel serves the test pass, which has no update. */

@@ -44,7 +44,8 @@ __device__ __forceinline__ batch_rows find_batch(const gpu_batch_source &source,
     return {source.order + first, left < rows ? (left > 0 ? left : 0) : rows};
 }
 
-/* features a multiple of 4: every row of pixels and of x starts 4- and 16-byte aligned */
+/* features a multiple of 4: every row of pixels, of x and of x_bf16 starts 4-, 16- and 8-byte
+ * aligned (their bases come from cudaMalloc) */
 __global__ void gather_quads_kernel(gpu_batch_source source, int max_rows, int features,
                                     float scale, float shift, float *x, __nv_bfloat16 *x_bf16,
                                     uint8_t *y) {

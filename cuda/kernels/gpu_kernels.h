@@ -1,6 +1,6 @@
 /* Launchers of the GPU kernels, one kernel (or one family) per file in this folder. Each queues
  * its kernel on `stream` and checks the launch; none synchronizes. Contracts (shapes, row-major
- * layout, what is read and written) are those of the matching operation in src/backend.h, and
+ * layout, what is read and written) are those of the matching operation in core/backend.h, and
  * each file's comment says how its kernel works. Pointers are device pointers. */
 #ifndef MLP_GPU_KERNELS_H
 #define MLP_GPU_KERNELS_H

@@ -1,4 +1,4 @@
-/* libFuzzer harness for checkpoint_load (src/checkpoint.c). Each input is loaded as it is, and
+/* libFuzzer harness for checkpoint_load (core/checkpoint.c). Each input is loaded as it is, and
  * again with its last four bytes replaced by the right CRC-32, so the fuzzer also explores
  * what lies behind the checksum. Properties checked besides the sanitizers' (memory errors,
  * leaks, undefined behaviour) and libFuzzer's own limits (time, memory):

@@ -1,4 +1,4 @@
-/* libFuzzer harness for idx_read (src/idx.c), raw and gzip. Each input is read as a 1-, 2- and
+/* libFuzzer harness for idx_read (core/idx.c), raw and gzip. Each input is read as a 1-, 2- and
  * 3-dimensional IDX file. Properties checked besides the sanitizers' (memory errors, leaks,
  * undefined behaviour) and libFuzzer's own limits (time, memory):
  *   - a refusal says "PATH: problem";

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the fuzzers' seed corpus (tests/fuzz/corpus/): small valid IDX files, raw and gzip,
-small valid checkpoints (the format of src/checkpoint.h), and a few edge cases. The files are
+small valid checkpoints (the format of core/checkpoint.h), and a few edge cases. The files are
 committed; run this again only to change them. Deterministic: the same bytes every run."""
 import gzip
 import os

@@ -48,7 +48,7 @@ def absent(program, why):
 
 
 def default_learning_rate(batch):
-    """mlp_train's default SGD rate (src/cli.c default_learning_rate): 0.02 at batch 64, scaled
+    """mlp_train's default SGD rate (app/cli.c default_learning_rate): 0.02 at batch 64, scaled
     linearly above 64 and by the square root below, at most 0.2; rounded to float as it does."""
     ratio = batch / 64.0
     scale = ratio if ratio >= 1.0 else math.sqrt(ratio)
@@ -85,7 +85,7 @@ def read_array(directory, name):
 def load_mnist(directory):
     """(x_train, y_train, x_test, y_test) as NumPy arrays: images float32 [n, 784], labels int32.
 
-    Normalized as mlp_train does (src/dataset.c dataset_normalization): x = pixel * scale + shift
+    Normalized as mlp_train does (core/dataset.c dataset_normalization): x = pixel * scale + shift
     in single precision, with scale = 1 / (255 std) and shift = -mean / std, mean and std (the
     population one) of pixel/255 over every pixel of the training set."""
     import numpy as np
@@ -112,7 +112,7 @@ def load_mnist(directory):
 
 def init_parameters(widths, seed):
     """[(W [fan_in, fan_out], b [fan_out]), ...] as float32 NumPy arrays, drawn as mlp_train
-    draws them (src/model.c mlp_init_parameters): He-uniform weights, U(-sqrt(6/fan_in),
+    draws them (core/model.c mlp_init_parameters): He-uniform weights, U(-sqrt(6/fan_in),
     +sqrt(6/fan_in)), zero biases. Same distribution, not the same numbers (a different
     generator); the same seed gives the PyTorch and JAX programs the same weights."""
     import numpy as np

@@ -43,9 +43,9 @@ SECTIONS = ("implementations", "threads", "processes", "batch", "transfers", "la
 PLACEMENTS = {"resident": ["--data", "device"], "pageable": ["--data", "host"],
               "pinned": ["--data", "host", "--pinned"], "overlapped": ["--data", "host", "--overlap"]}
 GPU_IMPLS = ("naive", "tiled", "blas", "fused")
-# fused runs its whole-epoch kernel (--fused-pass whole, study_measure.py), also at a batch where
-# --impl fused by default takes the tiled step instead: the row says so
-GPU_LABELS = {"fused": "GPU fused, whole-epoch kernel"}
+# fused runs its whole-epoch kernel, also at a batch where --impl fused by default takes the tiled
+# step instead: the row says so (label, extra arguments)
+GPU_CASES = {"fused": ("GPU fused, whole-epoch kernel", ["--fused-pass", "whole"])}
 CPU_IMPLS = ("naive", "tiled", "blas")
 
 
@@ -140,8 +140,10 @@ class Study:
             cases.append({"label": f"MPI {s.mpi_impl}", "device": "cpu", "impl": s.mpi_impl, "threads": 1,
                           "ranks": ranks, "epochs": s.epochs})
         if self.has("gpu"):
-            cases += [{"label": GPU_LABELS.get(impl, f"GPU {impl}"), "device": "gpu", "impl": impl,
-                       "epochs": s.epochs} for impl in GPU_IMPLS]
+            for impl in GPU_IMPLS:
+                label, extra = GPU_CASES.get(impl, (f"GPU {impl}", []))
+                cases.append({"label": label, "device": "gpu", "impl": impl, "epochs": s.epochs,
+                              "extra": extra})
         return cases
 
     def measure_implementations(self):
@@ -154,7 +156,7 @@ class Study:
             for case in cases:
                 run = self.attempt(case["label"], self.programs.train, case["device"], case["impl"],
                                    case["batch"], case["epochs"], threads=case.get("threads"),
-                                   ranks=case.get("ranks"))
+                                   ranks=case.get("ranks"), extra=case.get("extra", ()))
                 if run:
                     case["runs"].append(slim_run(run))
             peers += self.measure_peers(lr=self.default_lr(cases))

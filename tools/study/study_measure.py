@@ -115,8 +115,6 @@ class Programs:
         """One mlp_train run: {"epoch_times", "test_accuracy", "wall_s", "config", "epochs"}."""
         command = [self.mlp_train, "--device", device, "--impl", impl, "--batch", batch, "--epochs", epochs,
                    "--data", self.data, "--json", "--quiet", *extra]
-        if impl == "fused":  # the study measures the kernel, also where the tiled step is faster
-            command += ["--fused-pass", "whole"]
         if threads:
             command += ["--threads", threads]
         environment = None

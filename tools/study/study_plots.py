@@ -70,7 +70,8 @@ def draw_implementations(plt, results):
     colors = ["tab:orange" if r.get("peer") else "tab:green" if r["device"] == "gpu" else "tab:blue" for r in rows]
     axes.barh(labels, [r["total_s"] for r in rows], color=colors)
     for index, row in enumerate(rows):
-        text = f" {row['total_s']:.3g} s" + (f", {row['speedup']:.3g}x" if row.get("speedup") else "")
+        speedup = f", {summary.number(row['speedup'])}x" if row.get("speedup") else ""
+        text = f" {row['total_s']:.3g} s{speedup}"
         axes.text(row["total_s"], index, text + (" (scaled)" if row["scaled"] else ""), va="center", fontsize=8)
     axes.set_xscale("log")
     totals = [r["total_s"] for r in rows]

@@ -3,6 +3,7 @@ its table, its figure and sentences generated from the figures (every number in 
 computed from results.json; no claim is typed in). Standard library only.
 """
 import study_summary as summary
+from study_summary import number
 
 SECTION_TITLES = {
     "implementations": "1. Implementations side by side",
@@ -12,15 +13,6 @@ SECTION_TITLES = {
     "transfers": "5. Transfers: where a GPU step's batches come from",
     "ladder": "6. The kernel ladder: GEMM against the library",
 }
-
-
-def number(value, digits=3):
-    """value with `digits` significant digits (whole numbers from 1000 on); '–' for None."""
-    if value is None:
-        return "–"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
 
 
 def percent(fraction, digits=2):
@@ -63,7 +55,7 @@ def header(results, figures):
         ("MPI", "mpirun -np N mlp_train works" if capabilities["mpi"]["ok"] else f"not built: {capabilities['mpi']['why']}"),
         ("PyTorch", peer_state(capabilities["pytorch"])),
         ("JAX", peer_state(capabilities["jax"])),
-        ("mlp_train", f"{machine['mlp_train']}, commit {machine['git']}"),
+        ("mlp_train", f"{machine['mlp_train'].splitlines()[0]}, commit {machine['git']}"),
         ("plots", f"matplotlib {capabilities['matplotlib']['version']}" if capabilities["matplotlib"]["ok"]
          else f"none: {capabilities['matplotlib']['why']}"),
         ("load average (1 min)", load_text(machine, results["cores"])),
@@ -80,6 +72,7 @@ def header(results, figures):
         text.append(f"> **Quick mode (`--quick`)**: a smoke run for the test suite on the first {train} training "
                     f"and {test} test images of MNIST, {settings['epochs']} epochs instead of 10, "
                     f"{settings['repeats']} repeats. Its figures show that the study runs, not how fast anything is.\n")
+    text += [f"> {note}\n" for note in results.get("notes", [])]  # said of the run after it (--replot)
     text.append(table(("", "this machine"), rows))
     text.append(method(settings))
     if results["errors"]:

@@ -7,6 +7,15 @@ from study_fit import fit_amdahl, median
 PEER_NAMES = {"pytorch": "PyTorch", "jax": "JAX"}
 
 
+def number(value, digits=3):
+    """value with `digits` significant digits (whole numbers from 1000 on); '–' for None."""
+    if value is None:
+        return "–"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
 def median_epoch(epoch_times):
     """The median epoch after the first (a warm-up), or the only epoch."""
     return median(epoch_times[1:] or epoch_times)
