@@ -48,8 +48,9 @@
 #   bench     mlp_bench: GEMM sweeps (GPU; CPU at 1 and all threads), the MLP's shapes, dot
 #             product and max pooling, as CSV and tables, then the plots if matplotlib is there
 #   speed     epoch ms of tiled, blas (graphs on and off) and fused at batch 16, 64, 512, 2048
-#   startup   whole-process wall time of 10 epochs at batch 512, and the start-up breakdown, beside
-#             the floor: an empty CUDA program's (tools/probes/cuda_floor.cu)
+#   startup   whole-process wall time of 10 epochs at batch 512 beside the floor, an empty CUDA
+#             program's (tools/probes/cuda_floor.cu), in interleaved rounds (STARTUP_ROUNDS), with
+#             the median difference; then the start-up breakdown (--profile)
 #   limits    models too large for the GPU's memory (a huge --hidden, a huge --batch on top):
 #             each must end with exit 1 and a message, not a crash
 #   ladder    the GEMM ladder (docs/kernels.md): its test under compute-sanitizer memcheck (small
@@ -481,28 +482,52 @@ PY
     return $status
 }
 
-# Whole-process wall time of 10 epochs at batch 512 (the issue's start-up goal: < 0.3 s to
-# >= 97.8% test accuracy), three runs per implementation, and where the start-up went; first the
-# floor: the whole-process time of cuda_floor, which creates a CUDA context and exits.
+# Milliseconds of wall time that COMMAND... takes, its output in FILE: wall_ms FILE COMMAND...
+wall_ms() {
+    local file=$1 start end
+    shift
+    start=$(date +%s%N)
+    "$@" >"$file" 2>&1
+    end=$(date +%s%N)
+    echo $(((end - start) / 1000000))
+}
+
+# The middle value of its arguments (the lower of the two middle ones for an even count).
+median_of() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+
+# Whole-process wall time of 10 epochs at batch 512 against the floor, the whole-process time of
+# cuda_floor (which creates a CUDA context and exits): STARTUP_ROUNDS rounds (default 5) of the
+# floor and each GPU implementation one after the other, so that each round's difference to
+# the floor is of the same minute; the medians and the median difference. The timed runs are
+# the user's command (no --profile); then one --profile run of each tells where the start-up went.
 stage_startup() {
-    local impl run start end
-    for run in 1 2 3; do
-        start=$(date +%s%N)
-        "$build/cuda_floor" >"$out/startup_floor.txt" 2>&1
-        end=$(date +%s%N)
-        printf 'cuda_floor run %d: wall %d ms, %s\n' $run $(((end - start) / 1000000)) "$(cat "$out/startup_floor.txt")"
-    done
-    for impl in fused tiled blas; do
-        for run in 1 2 3; do
-            start=$(date +%s%N)
-            "$mlp" --device gpu --impl $impl --batch 512 --epochs 10 --data "$data" --quiet --profile \
-                >"$out/startup_$impl.txt" 2>&1
-            end=$(date +%s%N)
-            printf '%s run %d: wall %d ms, %s, final test accuracy %s\n' $impl $run \
-                $(((end - start) / 1000000)) "$(grep -o 'start-up: [0-9.]* s' "$out/startup_$impl.txt")" \
-                "$(grep -E '^ +10 ' "$out/startup_$impl.txt" | awk '{print $5}')"
+    local impl round wall floor rounds=${STARTUP_ROUNDS:-5} impls="tiled fused blas"
+    local -a floors=()
+    declare -A walls=() differences=()
+    for round in $(seq "$rounds"); do
+        floor=$(wall_ms "$out/startup_floor.txt" "$build/cuda_floor")
+        floors+=("$floor")
+        for impl in $impls; do
+            wall=$(wall_ms "$out/startup_$impl.txt" "$mlp" --device gpu --impl $impl --batch 512 \
+                --epochs 10 --data "$data" --quiet)
+            walls[$impl]+=" $wall"
+            differences[$impl]+=" $((wall - floor))"
         done
-        grep 'start-up' "$out/startup_$impl.txt"
+        printf 'round %d: cuda_floor %d ms' "$round" "$floor"
+        for impl in $impls; do printf ', %s %s' $impl "${walls[$impl]##* }"; done
+        printf '\n'
+    done
+    printf 'median: cuda_floor %d ms (%s)\n' "$(median_of "${floors[@]}")" "$(cat "$out/startup_floor.txt")"
+    for impl in $impls; do
+        # shellcheck disable=SC2086 # the lists are numbers, split on purpose
+        printf 'median: %s %d ms, %d ms above the floor (round by round)\n' $impl \
+            "$(median_of ${walls[$impl]})" "$(median_of ${differences[$impl]})"
+    done
+    for impl in $impls; do
+        "$mlp" --device gpu --impl $impl --batch 512 --epochs 10 --data "$data" --profile \
+            >"$out/startup_${impl}_profile.txt" 2>&1
+        printf '%s: %s; final test accuracy %s\n' $impl "$(grep -o 'start-up: .*' "$out/startup_${impl}_profile.txt")" \
+            "$(grep -E '^ +10 ' "$out/startup_${impl}_profile.txt" | awk '{print $5}')"
     done
 }
 
