@@ -482,53 +482,73 @@ PY
     return $status
 }
 
-# Milliseconds of wall time that COMMAND... takes, its output in FILE: wall_ms FILE COMMAND...
+# Milliseconds of wall time that COMMAND... takes, its output in FILE; its exit status.
 wall_ms() {
-    local file=$1 start end
+    local file=$1 start end status
     shift
     start=$(date +%s%N)
     "$@" >"$file" 2>&1
+    status=$?
     end=$(date +%s%N)
     echo $(((end - start) / 1000000))
+    return $status
 }
 
-# The middle value of its arguments (the lower of the two middle ones for an even count).
-median_of() { printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
+# The middle value of its arguments (the lower of the two middle ones for an even count; none
+# for none).
+median_of() { [ $# -gt 0 ] && printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
 
 # Whole-process wall time of 10 epochs at batch 512 against the floor, the whole-process time of
 # cuda_floor (which creates a CUDA context and exits): STARTUP_ROUNDS rounds (default 5) of the
-# floor and each GPU implementation one after the other, so that each round's difference to
-# the floor is of the same minute; the medians and the median difference. The timed runs are
-# the user's command (no --profile); then one --profile run of each tells where the start-up went.
+# floor and each GPU implementation one after the other, in an order that turns by one each
+# round, so that each round's difference to the floor is of the same minute; the medians and
+# the median of the rounds' differences. The timed runs are the user's command (no --profile);
+# a run that fails is reported and left out. Then one --profile run of each tells where the
+# start-up went.
 stage_startup() {
-    local impl round wall floor rounds=${STARTUP_ROUNDS:-5} impls="tiled fused blas"
-    local -a floors=()
+    local status=0 rounds=${STARTUP_ROUNDS:-5} round i entry wall floor
+    local -a order=(floor tiled fused blas) floors=()
     declare -A walls=() differences=()
+    [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "startup: STARTUP_ROUNDS must be a positive number, not '$rounds'"; return 1; }
     for round in $(seq "$rounds"); do
-        floor=$(wall_ms "$out/startup_floor.txt" "$build/cuda_floor")
-        floors+=("$floor")
-        for impl in $impls; do
-            wall=$(wall_ms "$out/startup_$impl.txt" "$mlp" --device gpu --impl $impl --batch 512 \
-                --epochs 10 --data "$data" --quiet)
-            walls[$impl]+=" $wall"
-            differences[$impl]+=" $((wall - floor))"
+        declare -A this_round=()
+        for i in "${!order[@]}"; do
+            entry=${order[(i + round - 1) % ${#order[@]}]}
+            if [ "$entry" = floor ]; then
+                wall=$(wall_ms "$out/startup_floor.txt" "$build/cuda_floor")
+            else
+                wall=$(wall_ms "$out/startup_$entry.txt" "$mlp" --device gpu --impl "$entry" --batch 512 \
+                    --epochs 10 --data "$data" --quiet)
+            fi || { status=1; echo "round $round: $entry failed: $(tail -n 1 "$out/startup_$entry.txt")"; continue; }
+            this_round[$entry]=$wall
         done
-        printf 'round %d: cuda_floor %d ms' "$round" "$floor"
-        for impl in $impls; do printf ', %s %s' $impl "${walls[$impl]##* }"; done
+        printf 'round %d:' "$round"
+        for entry in "${order[@]}"; do printf ' %s %s' "$entry" "${this_round[$entry]:-failed}${this_round[$entry]:+ ms}"; done
         printf '\n'
+        [ -n "${this_round[floor]:-}" ] || continue
+        floors+=("${this_round[floor]}")
+        for entry in "${order[@]:1}"; do
+            [ -n "${this_round[$entry]:-}" ] || continue
+            walls[$entry]+=" ${this_round[$entry]}"
+            differences[$entry]+=" $((this_round[$entry] - this_round[floor]))"
+        done
     done
-    printf 'median: cuda_floor %d ms (%s)\n' "$(median_of "${floors[@]}")" "$(cat "$out/startup_floor.txt")"
-    for impl in $impls; do
+    printf 'median: cuda_floor %s ms (the last run: %s)\n' "$(median_of "${floors[@]}")" "$(cat "$out/startup_floor.txt")"
+    for entry in "${order[@]:1}"; do
+        [ -n "${differences[$entry]:-}" ] || { echo "median: $entry: no round with it and the floor"; continue; }
         # shellcheck disable=SC2086 # the lists are numbers, split on purpose
-        printf 'median: %s %d ms, %d ms above the floor (round by round)\n' $impl \
-            "$(median_of ${walls[$impl]})" "$(median_of ${differences[$impl]})"
+        printf 'median: %s %s ms; of the rounds'"'"' differences to the floor: median %s ms, %s to %s\n' "$entry" \
+            "$(median_of ${walls[$entry]:-})" "$(median_of ${differences[$entry]:-})" \
+            "$(printf '%s\n' ${differences[$entry]:-} | sort -n | head -n 1)" \
+            "$(printf '%s\n' ${differences[$entry]:-} | sort -n | tail -n 1)"
     done
-    for impl in $impls; do
-        "$mlp" --device gpu --impl $impl --batch 512 --epochs 10 --data "$data" --profile \
-            >"$out/startup_${impl}_profile.txt" 2>&1
-        printf '%s: %s; final test accuracy %s\n' $impl "$(grep -o 'start-up: .*' "$out/startup_${impl}_profile.txt")" \
-            "$(grep -E '^ +10 ' "$out/startup_${impl}_profile.txt" | awk '{print $5}')"
+    for entry in "${order[@]:1}"; do
+        "$mlp" --device gpu --impl "$entry" --batch 512 --epochs 10 --data "$data" --profile \
+            >"$out/startup_${entry}_profile.txt" 2>&1 || status=1
+        printf '%s: %s; final test accuracy %s\n' "$entry" "$(grep -o 'start-up: .*' "$out/startup_${entry}_profile.txt")" \
+            "$(grep -E '^ +10 ' "$out/startup_${entry}_profile.txt" | awk '{print $5}')"
     done
+    return $status
 }
 
 stage_limits() {
