@@ -482,71 +482,51 @@ PY
     return $status
 }
 
-# Milliseconds of wall time that COMMAND... takes, its output in FILE; its exit status.
-wall_ms() {
-    local file=$1 start end status
-    shift
-    start=$(date +%s%N)
-    "$@" >"$file" 2>&1
-    status=$?
-    end=$(date +%s%N)
-    echo $(((end - start) / 1000000))
-    return $status
-}
-
-# The middle value of its arguments (the lower of the two middle ones for an even count; none
-# for none).
-median_of() { [ $# -gt 0 ] && printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"; }
-
 # Whole-process wall time of 10 epochs at batch 512 against the floor, the whole-process time of
 # cuda_floor (which creates a CUDA context and exits): STARTUP_ROUNDS rounds (default 5) of the
 # floor and each GPU implementation one after the other, in an order that turns by one each
 # round, so that each round's difference to the floor is of the same minute; the medians and
 # the median of the rounds' differences. The timed runs are the user's command (no --profile);
-# a run that fails is reported and left out. Then one --profile run of each tells where the
-# start-up went.
+# a run that fails is reported and left out, and fails the stage. Then one --profile run of each
+# tells where the start-up went.
 stage_startup() {
-    local status=0 rounds=${STARTUP_ROUNDS:-5} round i entry wall floor
-    local -a order=(floor tiled fused blas) floors=()
-    declare -A walls=() differences=()
-    [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "startup: STARTUP_ROUNDS must be a positive number, not '$rounds'"; return 1; }
-    for round in $(seq "$rounds"); do
-        declare -A this_round=()
-        for i in "${!order[@]}"; do
-            entry=${order[(i + round - 1) % ${#order[@]}]}
-            if [ "$entry" = floor ]; then
-                wall=$(wall_ms "$out/startup_floor.txt" "$build/cuda_floor")
-            else
-                wall=$(wall_ms "$out/startup_$entry.txt" "$mlp" --device gpu --impl "$entry" --batch 512 \
-                    --epochs 10 --data "$data" --quiet)
-            fi || { status=1; echo "round $round: $entry failed: $(tail -n 1 "$out/startup_$entry.txt")"; continue; }
-            this_round[$entry]=$wall
-        done
-        printf 'round %d:' "$round"
-        for entry in "${order[@]}"; do printf ' %s %s' "$entry" "${this_round[$entry]:-failed}${this_round[$entry]:+ ms}"; done
-        printf '\n'
-        [ -n "${this_round[floor]:-}" ] || continue
-        floors+=("${this_round[floor]}")
-        for entry in "${order[@]:1}"; do
-            [ -n "${this_round[$entry]:-}" ] || continue
-            walls[$entry]+=" ${this_round[$entry]}"
-            differences[$entry]+=" $((this_round[$entry] - this_round[floor]))"
-        done
-    done
-    printf 'median: cuda_floor %s ms (the last run: %s)\n' "$(median_of "${floors[@]}")" "$(cat "$out/startup_floor.txt")"
-    for entry in "${order[@]:1}"; do
-        [ -n "${differences[$entry]:-}" ] || { echo "median: $entry: no round with it and the floor"; continue; }
-        # shellcheck disable=SC2086 # the lists are numbers, split on purpose
-        printf 'median: %s %s ms; of the rounds'"'"' differences to the floor: median %s ms, %s to %s\n' "$entry" \
-            "$(median_of ${walls[$entry]:-})" "$(median_of ${differences[$entry]:-})" \
-            "$(printf '%s\n' ${differences[$entry]:-} | sort -n | head -n 1)" \
-            "$(printf '%s\n' ${differences[$entry]:-} | sort -n | tail -n 1)"
-    done
-    for entry in "${order[@]:1}"; do
-        "$mlp" --device gpu --impl "$entry" --batch 512 --epochs 10 --data "$data" --profile \
-            >"$out/startup_${entry}_profile.txt" 2>&1 || status=1
-        printf '%s: %s; final test accuracy %s\n' "$entry" "$(grep -o 'start-up: .*' "$out/startup_${entry}_profile.txt")" \
-            "$(grep -E '^ +10 ' "$out/startup_${entry}_profile.txt" | awk '{print $5}')"
+    local status=0 impl
+    PYTHONPATH="$root/tools/peers" python3 - "${STARTUP_ROUNDS:-5}" "$build/cuda_floor" "$mlp" "$data" <<'PY' || status=1
+import statistics, sys
+from peer_common import last_line, run_process
+if not sys.argv[1].isdigit() or int(sys.argv[1]) < 1:
+    sys.exit(f"startup: STARTUP_ROUNDS must be a positive number, not {sys.argv[1]!r}")
+rounds, floor, mlp, data = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+commands = {"floor": [floor]} | {impl: [mlp, "--device", "gpu", "--impl", impl, "--batch", "512", "--epochs", "10",
+                                        "--data", data, "--quiet"] for impl in ("tiled", "fused", "blas")}
+names, walls, failed, context = list(commands), {name: {} for name in commands}, False, ""
+for r in range(rounds):
+    for name in names[r % len(names):] + names[:r % len(names)]:
+        done, wall = run_process(commands[name], 600)
+        if done is None or done.returncode != 0:
+            failed = True
+            print(f"round {r + 1}: {name} failed: {'timeout' if done is None else last_line(done.stderr or done.stdout)}")
+        else:
+            walls[name][r] = round(1e3 * wall)
+            context = last_line(done.stdout) if name == "floor" else context
+    print(f"round {r + 1}: " + ", ".join(f"{name} {walls[name][r]} ms" if r in walls[name] else f"{name} failed"
+                                         for name in names))
+floors = walls["floor"]
+print(f"median: cuda_floor {statistics.median(floors.values()) if floors else 'none'} ms (the last run: {context})")
+for name in names[1:]:
+    differences = [walls[name][r] - floors[r] for r in walls[name] if r in floors]
+    if differences:
+        print(f"median: {name} {statistics.median(walls[name].values())} ms; of the rounds' differences to the floor: "
+              f"median {statistics.median(differences)} ms, {min(differences)} to {max(differences)}")
+    else:
+        print(f"median: {name}: no round with it and the floor")
+sys.exit(1 if failed else 0)
+PY
+    for impl in tiled fused blas; do
+        "$mlp" --device gpu --impl $impl --batch 512 --epochs 10 --data "$data" --profile \
+            >"$out/startup_${impl}_profile.txt" 2>&1 || status=1
+        printf '%s: %s; final test accuracy %s\n' $impl "$(grep -o 'start-up: .*' "$out/startup_${impl}_profile.txt")" \
+            "$(grep -E '^ +10 ' "$out/startup_${impl}_profile.txt" | awk '{print $5}')"
     done
     return $status
 }
