@@ -66,6 +66,13 @@ template <gemm_precision P> void tiled_tensor(const gpu_gemm_call *x) {
 void tiled_bf16_stored(const gpu_gemm_call *x) {
     gpu_gemm_tiled_bf16_stored_with_plan(x->plan_rows, x->plan_cols, x->plan_splits, BF16_ARGS);
 }
+void tiled_tf32_fp16_a(const gpu_gemm_call *x) {
+    gpu_gemm_tiled_tf32_fp16_a_with_plan(x->plan_rows, x->plan_cols, x->plan_splits,
+                                         static_cast<cudaStream_t>(x->stream), x->trans_a,
+                                         x->trans_b, x->m, x->n, x->k, x->alpha,
+                                         static_cast<const __half *>(x->a_fp16), x->lda, x->b,
+                                         x->ldb, x->beta, x->c, x->ldc);
+}
 void cublas_fp32(const gpu_gemm_call *x) { cublas_gemm(CUBLAS_ARGS(x->a, x->b)); }
 void cublas_tf32(const gpu_gemm_call *x) { cublas_gemm_tf32(CUBLAS_ARGS(x->a, x->b)); }
 void cublas_bf16(const gpu_gemm_call *x) {
@@ -75,24 +82,27 @@ void cublas_bf16(const gpu_gemm_call *x) {
 
 bool blocked_has_tile(int rows, int cols) { return rows == cols && (rows == 32 || rows == 64 || rows == 128); }
 
+constexpr gemm_operands FP32 = OPERANDS_FP32, BF16 = OPERANDS_BF16, FP16_A = OPERANDS_FP16_A;
+
 } // namespace
 
-/*                      name          rung precision       bf16   trunc  hopper launch       tile plans              K splits */
+/*                      name          rung precision       operands trunc hopper launch     tile plans              K splits */
 extern "C" const gpu_gemm_rung GPU_GEMM_RUNGS[] = {
-    {"naive",      1, PRECISION_FP32, false, false, false, naive,       nullptr,                 false},
-    {"shared",     2, PRECISION_FP32, false, false, false, shared,      nullptr,                 false},
-    {"blocked",    3, PRECISION_FP32, false, false, false, blocked,     blocked_has_tile,        true},
-    {"warptiled",  4, PRECISION_FP32, false, false, false, warptiled,   nullptr,                 false},
-    {"tiled",      5, PRECISION_FP32, false, false, false, tiled,       gpu_gemm_tiled_has_tile, true},
-    {"blas",       0, PRECISION_FP32, false, false, false, cublas_fp32, nullptr,                 false},
-    {"tf32_mma",   6, PRECISION_TF32, false, false, false, tf32_mma,    nullptr,                 true},
-    {"tf32_wgmma", 9, PRECISION_TF32, false, true,  true,  tf32_wgmma,  nullptr,                 true},
-    {"tiled_tf32", 10, PRECISION_TF32, false, false, false, tiled_tensor<PRECISION_TF32>, gpu_gemm_tiled_tensor_has_tile, true},
-    {"blas_tf32",  0, PRECISION_TF32, false, false, false, cublas_tf32, nullptr,                 false},
-    {"bf16_mma",   7, PRECISION_BF16, true,  false, false, bf16_mma,    nullptr,                 true},
-    {"bf16_wgmma", 8, PRECISION_BF16, true,  false, true,  bf16_wgmma,  nullptr,                 true},
-    {"tiled_bf16", 10, PRECISION_BF16, false, false, false, tiled_tensor<PRECISION_BF16>, gpu_gemm_tiled_tensor_has_tile, true},
-    {"tiled_bf16_stored", 10, PRECISION_BF16, true, false, false, tiled_bf16_stored, gpu_gemm_tiled_tensor_has_tile, true},
-    {"blas_bf16",  0, PRECISION_BF16, true,  false, false, cublas_bf16, nullptr,                 false},
+    {"naive",      1, PRECISION_FP32, FP32,  false, false, naive,       nullptr,                 false},
+    {"shared",     2, PRECISION_FP32, FP32,  false, false, shared,      nullptr,                 false},
+    {"blocked",    3, PRECISION_FP32, FP32,  false, false, blocked,     blocked_has_tile,        true},
+    {"warptiled",  4, PRECISION_FP32, FP32,  false, false, warptiled,   nullptr,                 false},
+    {"tiled",      5, PRECISION_FP32, FP32,  false, false, tiled,       gpu_gemm_tiled_has_tile, true},
+    {"blas",       0, PRECISION_FP32, FP32,  false, false, cublas_fp32, nullptr,                 false},
+    {"tf32_mma",   6, PRECISION_TF32, FP32,  false, false, tf32_mma,    nullptr,                 true},
+    {"tf32_wgmma", 9, PRECISION_TF32, FP32,  true,  true,  tf32_wgmma,  nullptr,                 true},
+    {"tiled_tf32", 10, PRECISION_TF32, FP32, false, false, tiled_tensor<PRECISION_TF32>, gpu_gemm_tiled_tensor_has_tile, true},
+    {"tiled_tf32_fp16_a", 10, PRECISION_TF32, FP16_A, false, false, tiled_tf32_fp16_a, gpu_gemm_tiled_tensor_has_tile, true},
+    {"blas_tf32",  0, PRECISION_TF32, FP32,  false, false, cublas_tf32, nullptr,                 false},
+    {"bf16_mma",   7, PRECISION_BF16, BF16,  false, false, bf16_mma,    nullptr,                 true},
+    {"bf16_wgmma", 8, PRECISION_BF16, BF16,  false, true,  bf16_wgmma,  nullptr,                 true},
+    {"tiled_bf16", 10, PRECISION_BF16, FP32, false, false, tiled_tensor<PRECISION_BF16>, gpu_gemm_tiled_tensor_has_tile, true},
+    {"tiled_bf16_stored", 10, PRECISION_BF16, BF16, false, false, tiled_bf16_stored, gpu_gemm_tiled_tensor_has_tile, true},
+    {"blas_bf16",  0, PRECISION_BF16, BF16,  false, false, cublas_bf16, nullptr,                 false},
 };
 extern "C" const int GPU_GEMM_RUNG_COUNT = sizeof GPU_GEMM_RUNGS / sizeof GPU_GEMM_RUNGS[0];

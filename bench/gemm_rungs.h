@@ -14,7 +14,7 @@ extern "C" {
 #endif
 
 /* One call of a GEMM (the ladder's contract, GPU_GEMM_ARGS): device pointers, A and B also as
- * BF16 copies for the rungs that take them; a plan (0: the rung's own choice) is honoured by
+ * the 16-bit copies that some rungs take; a plan (0: the rung's own choice) is honoured by
  * the rungs that can be told their block tile (plan_rows × plan_cols) or K slices. */
 typedef struct {
     void *stream; /* cudaStream_t */
@@ -26,6 +26,7 @@ typedef struct {
     float alpha;
     const float *a, *b;
     const void *a_bf16, *b_bf16; /* __nv_bfloat16 */
+    const void *a_fp16;          /* __half: A rounded to TF32 */
     int lda, ldb;
     float beta;
     float *c;
@@ -33,11 +34,18 @@ typedef struct {
     int plan_rows, plan_cols, plan_splits;
 } gpu_gemm_call;
 
+/* What a rung reads of a call. */
+typedef enum {
+    OPERANDS_FP32,      /* a and b */
+    OPERANDS_BF16,      /* a_bf16 and b_bf16 */
+    OPERANDS_FP16_A,    /* a_fp16 and b */
+} gemm_operands;
+
 typedef struct {
     const char *name;         /* mlp_bench --impl */
     int rung;                 /* its place on the ladder, 1 to 10; 0: the library (cuBLAS) */
     gemm_precision precision; /* of the products */
-    bool bf16_operands;       /* reads a_bf16 and b_bf16 instead of a and b */
+    gemm_operands operands;
     bool truncates_tf32;      /* its tensor cores truncate FP32 to TF32 (wgmma), not round */
     bool hopper_only;         /* wgmma: compute capability 9.0 (gpu_gemm_wgmma_available) */
     void (*launch)(const gpu_gemm_call *call);

@@ -139,6 +139,7 @@ struct gpu_gemm_case {
     float *a = nullptr, *b = nullptr, *c = nullptr; /* device */
     size_t a_count = 0, b_count = 0, c_count = 0;
     __nv_bfloat16 *a_bf16 = nullptr, *b_bf16 = nullptr; /* made at the first BF16 run */
+    __half *a_fp16 = nullptr;                           /* at the first run that reads it */
     int plan_rows = 0, plan_cols = 0, plan_splits = 0; /* mlp_bench --plan; 0: the kernel's own choice */
 };
 
@@ -154,8 +155,8 @@ static void grow_workspace(size_t floats) {
 extern "C" gpu_gemm_case *gpu_gemm_case_create(int m, int n, int k, bool trans_a, bool trans_b,
                                                const float *a, const float *b) {
     size_t a_count = (size_t)m * k, b_count = (size_t)k * n, c_count = (size_t)m * n;
-    size_t bf16_bytes = (a_count + b_count) * sizeof(__nv_bfloat16);
-    if (!device_has_room((a_count + b_count + c_count) * sizeof(float) + bf16_bytes)) return nullptr;
+    size_t copy_bytes = (2 * a_count + b_count) * sizeof(uint16_t); /* BF16 A and B, FP16 A */
+    if (!device_has_room((a_count + b_count + c_count) * sizeof(float) + copy_bytes)) return nullptr;
     grow_workspace(a_count + b_count);
     gpu_gemm_case *g = new gpu_gemm_case{m, n, k, trans_a, trans_b};
     g->a = uploaded(a, a_count), g->a_count = a_count;
@@ -176,13 +177,20 @@ extern "C" bool gpu_gemm_available(const gpu_gemm_rung *rung) {
     return !rung->hopper_only || gpu_gemm_wgmma_available();
 }
 
-/* The BF16 copies of A and B, rounded to nearest on the device, the first time they are needed. */
-static void round_operands_once(gpu_gemm_case *g) {
-    if (g->a_bf16) return;
-    CUDA_CHECK(cudaMalloc(&g->a_bf16, std::max<size_t>(g->a_count, 1) * sizeof(__nv_bfloat16)));
-    CUDA_CHECK(cudaMalloc(&g->b_bf16, std::max<size_t>(g->b_count, 1) * sizeof(__nv_bfloat16)));
-    gpu_round_to_bf16(context.stream, g->a, g->a_count, g->a_bf16);
-    gpu_round_to_bf16(context.stream, g->b, g->b_count, g->b_bf16);
+/* The 16-bit copies a rung reads, rounded on the device the first time they are needed: A and B
+ * to BF16 (nearest even), or A to TF32 in FP16 (exact but for the few of mlp_bench's random
+ * inputs under 2^-14 in magnitude, an error far inside the TF32 bound). */
+static void round_operands_once(gpu_gemm_case *g, gemm_operands operands) {
+    if (operands == OPERANDS_BF16 && !g->a_bf16) {
+        CUDA_CHECK(cudaMalloc(&g->a_bf16, std::max<size_t>(g->a_count, 1) * sizeof(__nv_bfloat16)));
+        CUDA_CHECK(cudaMalloc(&g->b_bf16, std::max<size_t>(g->b_count, 1) * sizeof(__nv_bfloat16)));
+        gpu_round_to_bf16(context.stream, g->a, g->a_count, g->a_bf16);
+        gpu_round_to_bf16(context.stream, g->b, g->b_count, g->b_bf16);
+    }
+    if (operands == OPERANDS_FP16_A && !g->a_fp16) {
+        CUDA_CHECK(cudaMalloc(&g->a_fp16, std::max<size_t>(g->a_count, 1) * sizeof(__half)));
+        gpu_round_to_tf32_in_fp16(context.stream, g->a, g->a_count, g->a_fp16);
+    }
     CUDA_CHECK(cudaStreamSynchronize(context.stream));
 }
 
@@ -192,13 +200,14 @@ static gpu_gemm_call call_of(const gpu_gemm_case *g) {
     x.workspace = context.gemm_workspace.data, x.workspace_floats = context.gemm_workspace.floats;
     x.trans_a = g->trans_a, x.trans_b = g->trans_b, x.m = g->m, x.n = g->n, x.k = g->k;
     x.alpha = 1.0f, x.beta = 0.0f, x.a = g->a, x.b = g->b, x.a_bf16 = g->a_bf16, x.b_bf16 = g->b_bf16;
+    x.a_fp16 = g->a_fp16;
     x.lda = g->trans_a ? g->m : g->k, x.ldb = g->trans_b ? g->k : g->n, x.c = g->c, x.ldc = g->n;
     x.plan_rows = g->plan_rows, x.plan_cols = g->plan_cols, x.plan_splits = g->plan_splits;
     return x;
 }
 
 extern "C" void gpu_gemm_run(gpu_gemm_case *g, const gpu_gemm_rung *rung, float *c_host) {
-    if (rung->bf16_operands) round_operands_once(g);
+    round_operands_once(g, rung->operands);
     poison(g->c, g->c_count);
     gpu_gemm_call call = call_of(g);
     rung->launch(&call);
@@ -207,7 +216,7 @@ extern "C" void gpu_gemm_run(gpu_gemm_case *g, const gpu_gemm_rung *rung, float 
 
 extern "C" double gpu_gemm_time_ms(gpu_gemm_case *g, const gpu_gemm_rung *rung,
                                    const bench_timing *timing) {
-    if (rung->bf16_operands) round_operands_once(g);
+    round_operands_once(g, rung->operands);
     gpu_gemm_call call = call_of(g);
     return time_ms(timing, [&] { rung->launch(&call); });
 }
@@ -241,6 +250,7 @@ extern "C" void gpu_gemm_case_destroy(gpu_gemm_case *g) {
     CUDA_CHECK(cudaFree(g->c));
     CUDA_CHECK(cudaFree(g->a_bf16)); /* cudaFree(nullptr) is a no-op */
     CUDA_CHECK(cudaFree(g->b_bf16));
+    CUDA_CHECK(cudaFree(g->a_fp16));
     delete g;
 }
 

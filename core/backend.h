@@ -195,7 +195,7 @@ struct backend {
     /* Optional (NULL: nothing to do). The model's parameters are at params (count floats, from
      * alloc()), before anything is queued on them: a backend whose products read them in another
      * form keeps that form here, current through its own writes to them (--precision bf16 on
-     * the GPU: a BF16 copy, cuda/gpu_bf16_copies.h). Called once per model, when it is made. */
+     * the GPU: a BF16 copy, cuda/gpu_narrow_copies.h). Called once per model, when it is made. */
     void (*parameters_allocated)(backend *be, float *params, size_t count);
 
     /* ---- the math of one training step ---- */

@@ -4,8 +4,8 @@
  * blas implementations differ in their GEMM: the ladder's rung 1 (gemm_1_naive.cu), rung 5
  * (gemm_5_tiled.cu) or cuBLAS, and tiled runs a step's output layer in one operation
  * (output_layer.cu); in TF32 and BF16 (--precision), rung 10 (gemm_10_tiled_tensor.cu) or
- * cuBLAS's reduced-precision compute types; tiled's BF16 reads BF16 copies of its operands
- * where they are kept (gpu_bf16_copies.h). The fused implementation is the tiled one plus a
+ * cuBLAS's reduced-precision compute types; tiled's BF16 reads BF16 copies of its operands,
+ * and its TF32 an FP16 copy of the batch, where they are kept (gpu_narrow_copies.h). The fused implementation is the tiled one plus a
  * whole training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
 #include <cstdio>
 #include <cstdlib>
@@ -60,13 +60,6 @@ void apply_epilogue(gpu_state *gpu, float *c, int m, int n, int ldc, const gemm_
 /* TF32 and BF16 tensor cores: ladder rung 10 (gemm_10_tiled_tensor.cu), rung 5's pipeline and
  * cluster split-K with the epilogue fused, the factors rounded on their way into the tensor cores
  * (no pass over A or B first): the launches of the FP32 step. */
-void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
-                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                     int ldc, const gemm_epilogue *epilogue) {
-    gpu_gemm_tiled_tf32(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                        epilogue);
-}
-
 /* Floats from a stored matrix's first element to past its last: op(X) is rows×cols, X itself
  * cols×rows when transposed, row stride ld. */
 size_t stored_extent(bool trans, int rows, int cols, int ld) {
@@ -74,16 +67,35 @@ size_t stored_extent(bool trans, int rows, int cols, int ld) {
     return rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
 }
 
-/* In BF16, where A and B both have current BF16 copies (gpu_bf16_copies.h) whose rows copy 16
+/* In TF32, where A has a current copy in FP16 (the batch: gpu_narrow_copies.h) whose rows copy
+ * 16 bytes at a time, rung 10 reads it: half A's bytes, the same bits. */
+void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc, const gemm_epilogue *epilogue) {
+    gpu_state *gpu = gpu_of(be);
+    const __half *a16 = static_cast<const __half *>(
+        gpu_narrow_copy_of(&gpu->narrow_copies, a, stored_extent(ta, m, k, lda)));
+    gpu_narrow_copies_written(&gpu->narrow_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
+    if (a16 && vectors_aligned(a16, lda))
+        gpu_gemm_tiled_tf32_fp16_a(gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b, ldb, beta, c,
+                                   ldc, epilogue);
+    else
+        gpu_gemm_tiled_tf32(gpu->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                            epilogue);
+}
+
+/* In BF16, where A and B both have current BF16 copies (gpu_narrow_copies.h) whose rows copy 16
  * bytes at a time, rung 10 reads those: half the bytes, the same bits. (Unaligned, the copies
  * would go element by element, slower than the FP32 arrays' 16-byte copies.) */
 void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc, const gemm_epilogue *epilogue) {
     gpu_state *gpu = gpu_of(be);
-    const __nv_bfloat16 *a16 = gpu_bf16_copy_of(&gpu->bf16_copies, a, stored_extent(ta, m, k, lda));
-    const __nv_bfloat16 *b16 = gpu_bf16_copy_of(&gpu->bf16_copies, b, stored_extent(tb, k, n, ldb));
-    gpu_bf16_copies_written(&gpu->bf16_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
+    const __nv_bfloat16 *a16 = static_cast<const __nv_bfloat16 *>(
+        gpu_narrow_copy_of(&gpu->narrow_copies, a, stored_extent(ta, m, k, lda)));
+    const __nv_bfloat16 *b16 = static_cast<const __nv_bfloat16 *>(
+        gpu_narrow_copy_of(&gpu->narrow_copies, b, stored_extent(tb, k, n, ldb)));
+    gpu_narrow_copies_written(&gpu->narrow_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
     if (a16 && b16 && vectors_aligned(a16, lda) && vectors_aligned(b16, ldb))
         gpu_gemm_tiled_bf16_stored(gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b16, ldb, beta,
                                    c, ldc, epilogue);
@@ -136,7 +148,7 @@ void *device_alloc(backend *be, size_t bytes) {
 }
 
 void device_release(backend *be, void *p) {
-    gpu_bf16_copies_forget_origin(&gpu_of(be)->bf16_copies, p);
+    gpu_narrow_copies_forget_origin(&gpu_of(be)->narrow_copies, p);
     if (p) CUDA_CHECK(cudaFree(p));
 }
 
@@ -146,20 +158,20 @@ void upload(backend *be, void *dst, const void *src, size_t bytes) {
     cudaStream_t stream = gpu_of(be)->stream;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
     CUDA_CHECK(cudaStreamSynchronize(stream));
-    gpu_refresh_bf16_copies(gpu_of(be), dst, bytes);
+    gpu_refresh_narrow_copies(gpu_of(be), dst, bytes);
 }
 
 /* The parameters' BF16 copy (--precision bf16, tiled and fused): written by every update and
  * rounded again after every upload and all-gather; stale until the first. */
 void parameters_allocated(backend *be, float *params, size_t count) {
     gpu_state *gpu = gpu_of(be);
-    if (!gpu->keeps_bf16_copies) return;
+    if (gpu->narrow_copies.format != NARROW_BF16) return;
     if (gpu->params_bf16) {
-        gpu_bf16_copies_forget_copy(&gpu->bf16_copies, gpu->params_bf16);
+        gpu_narrow_copies_forget_copy(&gpu->narrow_copies, gpu->params_bf16);
         CUDA_CHECK(cudaFree(gpu->params_bf16));
     }
     gpu->params_bf16 = static_cast<__nv_bfloat16 *>(gpu_alloc_or_exit(count * sizeof(__nv_bfloat16)));
-    gpu_bf16_copy_add_stale(&gpu->bf16_copies, gpu->params_bf16, params, count);
+    gpu_narrow_copy_add_stale(&gpu->narrow_copies, gpu->params_bf16, params, count);
 }
 
 /* After a wait for the device: an all-reduce that gave up on a rank ends the process. */
@@ -222,7 +234,7 @@ void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labe
                            float *bias_grad, float *row_loss, float *row_correct,
                            int32_t *prediction, const pass_cursor *cursor) {
     gpu_state *gpu = gpu_of(be);
-    if (grad) gpu_bf16_copies_written(&gpu->bf16_copies, grad, (size_t)rows * classes * sizeof(float));
+    if (grad) gpu_narrow_copies_written(&gpu->narrow_copies, grad, (size_t)rows * classes * sizeof(float));
     gpu_softmax_cross_entropy(gpu->stream, logits, labels, rows, classes, grad_scale,
                               label_smoothing, grad, bias_grad, row_loss, row_correct, prediction,
                               cursor, gpu->softmax_scratch);
@@ -237,8 +249,8 @@ bool output_layer_prepare(backend *be, int max_rows, int in, int classes) {
     if (!gpu_output_layer_fits(in, classes)) return false;
     gpu_state *gpu = gpu_of(be);
     const size_t delta_count = (size_t)max_rows * in; /* the hidden delta's BF16 copy */
-    if (gpu->keeps_bf16_copies && delta_count > gpu->delta_bf16_count) {
-        if (gpu->delta_bf16) gpu_bf16_copies_forget_copy(&gpu->bf16_copies, gpu->delta_bf16);
+    if (gpu->narrow_copies.format == NARROW_BF16 && delta_count > gpu->delta_bf16_count) {
+        if (gpu->delta_bf16) gpu_narrow_copies_forget_copy(&gpu->narrow_copies, gpu->delta_bf16);
         gpu->delta_bf16 = static_cast<__nv_bfloat16 *>(
             replace_device_buffer(gpu, gpu->delta_bf16, delta_count * sizeof(__nv_bfloat16)));
         gpu->delta_bf16_count = delta_count;
@@ -258,7 +270,7 @@ void output_layer(backend *be, const output_layer_step *step) {
     gpu_join_output_sums(gpu); /* the scratch is about to be rewritten */
     gpu_output_layer_rows(gpu->stream, *step, gpu->output_layer_scratch, gpu->delta_bf16); /* rows <= max_rows: model.c */
     if (gpu->delta_bf16)
-        gpu_bf16_copy_bind(&gpu->bf16_copies, gpu->delta_bf16, step->hidden_delta, (size_t)step->rows * step->in);
+        gpu_narrow_copy_bind(&gpu->narrow_copies, gpu->delta_bf16, step->hidden_delta, (size_t)step->rows * step->in);
     CUDA_CHECK(cudaEventRecord(gpu->rows_done, gpu->stream));
     CUDA_CHECK(cudaStreamWaitEvent(gpu->sums_stream, gpu->rows_done, 0));
     gpu_output_layer_sums(gpu->sums_stream, *step, gpu->output_layer_scratch);
@@ -267,25 +279,25 @@ void output_layer(backend *be, const output_layer_step *step) {
 }
 
 void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, sums, (size_t)cols * sizeof(float));
+    gpu_narrow_copies_written(&gpu_of(be)->narrow_copies, sums, (size_t)cols * sizeof(float));
     gpu_column_sums(gpu_of(be)->stream, matrix, rows, cols, sums);
 }
 
 void sum(backend *be, const float *x, size_t n, float *result) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, result, sizeof(float));
+    gpu_narrow_copies_written(&gpu_of(be)->narrow_copies, result, sizeof(float));
     gpu_sum(gpu_of(be)->stream, x, n, result);
 }
 
 /* The part of a BF16 copy that the update of param[0..n) writes beside it (nullptr: none); the
  * copy is current once an update has written all of it. */
 __nv_bfloat16 *updated_copy(gpu_state *gpu, const float *param, size_t n) {
-    gpu_bf16_copy *e = gpu_bf16_copy_covering(&gpu->bf16_copies, param, n);
+    gpu_narrow_copy *e = gpu_narrow_copy_covering(&gpu->narrow_copies, param, n);
     if (!e) {
-        gpu_bf16_copies_written(&gpu->bf16_copies, param, n * sizeof(float));
+        gpu_narrow_copies_written(&gpu->narrow_copies, param, n * sizeof(float));
         return nullptr;
     }
     if (param == e->origin && n == e->count) e->current = true;
-    return e->copy + (param - e->origin);
+    return static_cast<__nv_bfloat16 *>(e->copy) + (param - e->origin); /* only BF16 has these */
 }
 
 void sgd_momentum_step(backend *be, float *param, float *velocity, const float *grad, size_t n,
@@ -352,18 +364,18 @@ void stamp_destroy(backend *be, timing_stamp *s) {
 
 } // namespace
 
-/* A recording's decisions about BF16 copies (gpu_bf16_copies.h) hold where the copies it found
+/* A recording's decisions about BF16 copies (gpu_narrow_copies.h) hold where the copies it found
  * current are current whenever it is replayed: it keeps them (assumed), and every replay checks. */
 struct recording {
     cudaGraphExec_t graph;
-    gpu_bf16_copies_snapshot assumed;
+    gpu_narrow_copies_snapshot assumed;
 };
 
 namespace {
 
 /* A recording read the copies of `assumed` as current: they must be so when it is replayed. */
-void require_bf16_copies(gpu_state *gpu, const gpu_bf16_copies_snapshot &assumed, const char *when) {
-    if (gpu_bf16_copies_still_current(&gpu->bf16_copies, assumed)) return;
+void require_narrow_copies(gpu_state *gpu, const gpu_narrow_copies_snapshot &assumed, const char *when) {
+    if (gpu_narrow_copies_still_current(&gpu->narrow_copies, assumed)) return;
     std::fprintf(stderr, "mlp_train: internal error: a recorded step %s the BF16 copies it read\n", when);
     std::exit(1);
 }
@@ -373,7 +385,7 @@ void require_bf16_copies(gpu_state *gpu, const gpu_bf16_copies_snapshot &assumed
 void record_begin(backend *be) {
     gpu_state *gpu = gpu_of(be);
     gpu_join_side_streams(gpu); /* work forked before the capture is waited for outside it */
-    gpu->recording_assumes = gpu_bf16_copies_current(&gpu->bf16_copies);
+    gpu->recording_assumes = gpu_narrow_copies_current(&gpu->narrow_copies);
     gpu->capture_serial++;
     CUDA_CHECK(cudaStreamBeginCapture(gpu->stream, cudaStreamCaptureModeThreadLocal));
 }
@@ -388,12 +400,12 @@ recording *record_end(backend *be) {
     CUDA_CHECK(cudaGraphInstantiate(&r->graph, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph)); /* the executable graph is a copy */
     r->assumed = gpu->recording_assumes;
-    require_bf16_copies(gpu, r->assumed, "ends without"); /* so that replays can follow it */
+    require_narrow_copies(gpu, r->assumed, "ends without"); /* so that replays can follow it */
     return r;
 }
 
 void replay(backend *be, recording *r) {
-    require_bf16_copies(gpu_of(be), r->assumed, "is replayed without");
+    require_narrow_copies(gpu_of(be), r->assumed, "is replayed without");
     CUDA_CHECK(cudaGraphLaunch(r->graph, gpu_of(be)->stream));
 }
 
@@ -520,13 +532,17 @@ void fill_table(backend *be, const gpu_impl *chosen, gemm_precision precision) {
 
 } // namespace
 
-void gpu_refresh_bf16_copies(gpu_state *gpu, const void *p, size_t bytes) {
-    gpu_bf16_copies *copies = &gpu->bf16_copies;
+void gpu_refresh_narrow_copies(gpu_state *gpu, const void *p, size_t bytes) {
+    gpu_narrow_copies *copies = &gpu->narrow_copies;
     for (int i = 0; i < copies->count; i++) {
-        gpu_bf16_copy &e = copies->entries[i];
-        if (!gpu_bf16_copy_overlaps(&e, p, bytes)) continue;
-        gpu_round_to_bf16(gpu->stream, e.origin, e.count, e.copy);
-        e.current = true;
+        gpu_narrow_copy &e = copies->entries[i];
+        if (!gpu_narrow_copy_overlaps(&e, p, bytes)) continue;
+        if (copies->format == NARROW_BF16) {
+            gpu_round_to_bf16(gpu->stream, e.origin, e.count, static_cast<__nv_bfloat16 *>(e.copy));
+            e.current = true;
+        } else {
+            e.current = false; /* FP16 holds TF32 exactly only for the batch's values */
+        }
     }
 }
 
@@ -647,7 +663,9 @@ extern "C" backend *gpu_backend_create(const char *impl, int device, gemm_precis
                                                     CUBLAS_WORKSPACE_BYTES));
     }
     gpu->gather_ahead = chosen->gathers_ahead;
-    gpu->keeps_bf16_copies = chosen->gemm[precision] == gemm_tiled_bf16;
+    gpu->narrow_copies.format = chosen->gemm[precision] == gemm_tiled_bf16   ? NARROW_BF16
+                                : chosen->gemm[precision] == gemm_tiled_tf32 ? NARROW_TF32_IN_FP16
+                                                                             : NARROW_NONE;
     gpu->softmax_scratch = gpu_softmax_scratch_create();
     gpu->update_blocks_done = static_cast<unsigned *>(gpu_alloc_or_exit(sizeof(unsigned)));
     CUDA_CHECK(cudaMemset(gpu->update_blocks_done, 0, sizeof(unsigned)));

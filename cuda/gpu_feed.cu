@@ -15,8 +15,10 @@
  *     batch s computes; events order the two streams (copied[b]: the compute stream waits for
  *     it; consumed[b]: the next copy into device buffer b waits for it).
  * Two staging buffers alternate, so the host fills one while the other may still be in flight.
- * Under --precision bf16 (tiled, fused) every batch also gets a BF16 copy in the same launch
- * (gpu_bf16_copies.h). */
+ * Under --precision bf16 (tiled, fused) every batch also gets a BF16 copy in the same launch,
+ * and under tf32 a copy of its TF32 values in FP16, where every normalized pixel value fits
+ * (gpu_narrow_copies.h). */
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,7 +38,7 @@ struct batch_feed {
     int position;          /* host feeds: next sample of the pass to hand out */
     float *x[2];           /* the batches handed out, max_rows × features on the device, and */
     uint8_t *y[2];         /* their labels; buffer 1 only where batches are gathered ahead */
-    __nv_bfloat16 *x_bf16[2]; /* the batches' BF16 copies, written with them (nullptr: none) */
+    void *x_copy[2];       /* their 16-bit copies, written with them (nullptr: none) */
 
     /* resident */
     uint8_t *device_pixels, *device_labels;
@@ -70,20 +72,45 @@ size_t stage_bytes(const batch_feed *f, int rows) {
 
 bool pinned(const batch_feed *f) { return f->options.placement == DATA_HOST_PINNED; }
 
+/* x rounded to TF32 as cvt.rna.tf32.f32 rounds it (rung 10): 10 mantissa bits, to nearest,
+ * ties away from zero. */
+float round_tf32(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits = (bits + 0x1000u) & 0xFFFFE000u;
+    std::memcpy(&x, &bits, sizeof bits);
+    return x;
+}
+
+
 void create_batch_buffer(batch_feed *f, int b) {
     const size_t floats = (size_t)f->max_rows * f->data->features;
     gpu_state *gpu = gpu_of(f->be);
     f->x[b] = static_cast<float *>(gpu_alloc_or_exit(floats * sizeof(float)));
     f->y[b] = static_cast<uint8_t *>(gpu_alloc_or_exit(f->max_rows));
-    if (!gpu->keeps_bf16_copies) return;
-    f->x_bf16[b] = static_cast<__nv_bfloat16 *>(gpu_alloc_or_exit(floats * sizeof(__nv_bfloat16)));
-    gpu_bf16_copy_add_stale(&gpu->bf16_copies, f->x_bf16[b], f->x[b], floats);
+    const gpu_narrow_format format = gpu->narrow_copies.format;
+    const dataset *d = f->data;
+    if (format == NARROW_NONE ||
+        (format == NARROW_TF32_IN_FP16 && !gpu_pixels_fit_tf32_in_fp16(d->scale, d->shift)))
+        return;
+    f->x_copy[b] = gpu_alloc_or_exit(floats * sizeof(uint16_t)); /* BF16 or FP16 */
+    gpu_narrow_copy_add_stale(&gpu->narrow_copies, f->x_copy[b], f->x[b], floats);
 }
 
-/* Batch b's rows (and their BF16 copy's) have just been queued for writing. */
+/* Where the gather writes batch b's copy: as BF16, or as FP16 (TF32 values); nullptr: none. */
+__nv_bfloat16 *bf16_copy(const batch_feed *f, int b) {
+    const bool bf16 = gpu_of(f->be)->narrow_copies.format == NARROW_BF16;
+    return bf16 ? static_cast<__nv_bfloat16 *>(f->x_copy[b]) : nullptr;
+}
+__half *tf32_copy(const batch_feed *f, int b) {
+    const bool tf32 = gpu_of(f->be)->narrow_copies.format == NARROW_TF32_IN_FP16;
+    return tf32 ? static_cast<__half *>(f->x_copy[b]) : nullptr;
+}
+
+/* Batch b's rows (and their copy's) have just been queued for writing. */
 void batch_written(batch_feed *f, int b, int rows) {
-    if (f->x_bf16[b])
-        gpu_bf16_copy_bind(&gpu_of(f->be)->bf16_copies, f->x_bf16[b], f->x[b], (size_t)rows * f->data->features);
+    if (f->x_copy[b])
+        gpu_narrow_copy_bind(&gpu_of(f->be)->narrow_copies, f->x_copy[b], f->x[b], (size_t)rows * f->data->features);
 }
 
 void create_resident(batch_feed *f) {
@@ -153,7 +180,7 @@ void convert_stage(batch_feed *f, int b, int rows) {
     const gpu_batch_source staged = {pixels, pixels + (size_t)rows * d->features, nullptr, nullptr,
                                      nullptr, 0};
     gpu_gather_normalize(gpu_of(f->be)->stream, staged, rows, d->features, d->scale, d->shift,
-                         f->x[0], f->x_bf16[0], f->y[0], 0);
+                         f->x[0], bf16_copy(f, 0), tf32_copy(f, 0), f->y[0], 0);
     batch_written(f, 0, rows);
 }
 
@@ -178,7 +205,7 @@ void gather_resident(batch_feed *f, cudaStream_t stream, int b, int rows, const 
     const gpu_batch_source source = {f->device_pixels, f->device_labels, f->device_order,
                                      f->device_pass_rows, cursor, ahead};
     gpu_gather_normalize(stream, source, rows, d->features, d->scale, d->shift, f->x[b],
-                         f->x_bf16[b], f->y[b], max_blocks);
+                         bf16_copy(f, b), tf32_copy(f, b), f->y[b], max_blocks);
     batch_written(f, b, rows);
 }
 
@@ -321,6 +348,14 @@ gpu_resident_data gpu_feed_resident_data(const batch_feed *f) {
             f->data->features, f->data->scale, f->data->shift};
 }
 
+bool gpu_pixels_fit_tf32_in_fp16(float scale, float shift) {
+    for (int pixel = 0; pixel <= UINT8_MAX; pixel++) {
+        const float value = std::fabs(round_tf32(std::fmaf((float)pixel, scale, shift)));
+        if (value != 0.0f && !(value >= 0x1p-14f && value <= 65504.0f)) return false;
+    }
+    return true;
+}
+
 void gpu_feed_destroy(batch_feed *f) {
     if (!f) return;
     gpu_join_side_streams(gpu_of(f->be)); /* a gather ahead writes this feed's buffers */
@@ -330,8 +365,8 @@ void gpu_feed_destroy(batch_feed *f) {
         CUDA_CHECK(cudaStreamDestroy(f->copy_stream));
     }
     for (int b = 0; b < 2; b++) {
-        if (f->x_bf16[b]) gpu_bf16_copies_forget_copy(&gpu_of(f->be)->bf16_copies, f->x_bf16[b]);
-        CUDA_CHECK(cudaFree(f->x_bf16[b]));
+        if (f->x_copy[b]) gpu_narrow_copies_forget_copy(&gpu_of(f->be)->narrow_copies, f->x_copy[b]);
+        CUDA_CHECK(cudaFree(f->x_copy[b]));
         CUDA_CHECK(cudaFree(f->x[b]));
         CUDA_CHECK(cudaFree(f->y[b]));
     }

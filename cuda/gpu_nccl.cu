@@ -52,7 +52,7 @@ const char *last_error(ncclComm_t comm) {
 
 void all_reduce_sum(backend *be, float *data, size_t n) {
     gpu_state *gpu = gpu_of(be);
-    gpu_bf16_copies_written(&gpu->bf16_copies, data, n * sizeof(float));
+    gpu_narrow_copies_written(&gpu->narrow_copies, data, n * sizeof(float));
     gpu_join_output_sums(gpu); /* the gradients include the output layer's sums */
     gpu_join_reduces(gpu);     /* every rank's calls run one after the other, in order */
     NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, gpu->stream),
@@ -62,7 +62,7 @@ void all_reduce_sum(backend *be, float *data, size_t n) {
 /* The same on reduce_stream, beside the stream's work from here on. */
 void all_reduce_start(backend *be, float *data, size_t n) {
     gpu_state *gpu = gpu_of(be);
-    gpu_bf16_copies_written(&gpu->bf16_copies, data, n * sizeof(float));
+    gpu_narrow_copies_written(&gpu->narrow_copies, data, n * sizeof(float));
     cudaStream_t side = gpu_fork_reduce(gpu);
     NCCL_CHECK(ncclAllReduce(data, data, n, ncclFloat, ncclSum, gpu->nccl->comm, side),
                gpu->nccl->comm);
@@ -73,7 +73,7 @@ void all_reduce_start(backend *be, float *data, size_t n) {
  * differ in size, where ncclReduceScatter wants them equal. */
 void reduce_scatter_sum(backend *be, float *data, size_t n) {
     gpu_state *gpu = gpu_of(be);
-    gpu_bf16_copies_written(&gpu->bf16_copies, data, n * sizeof(float));
+    gpu_narrow_copies_written(&gpu->narrow_copies, data, n * sizeof(float));
     gpu_join_output_sums(gpu);
     gpu_join_reduces(gpu);
     ncclComm_t comm = gpu->nccl->comm;
@@ -103,7 +103,7 @@ void all_gather(backend *be, float *data, size_t n) {
                    comm);
     }
     NCCL_CHECK(ncclGroupEnd(), comm);
-    gpu_refresh_bf16_copies(gpu, data, n * sizeof(float)); /* the shards of the others */
+    gpu_refresh_narrow_copies(gpu, data, n * sizeof(float)); /* the shards of the others */
 }
 
 } // namespace

@@ -130,24 +130,24 @@ void queue_on_stream(backend *be, float *data, size_t n, p2p_pattern pattern) {
 }
 
 void all_reduce_sum(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
+    gpu_narrow_copies_written(&gpu_of(be)->narrow_copies, data, n * sizeof(float));
     queue_on_stream(be, data, n, all_reduce_pattern(gpu_of(be)->p2p, n));
 }
 
 void reduce_scatter_sum(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
+    gpu_narrow_copies_written(&gpu_of(be)->narrow_copies, data, n * sizeof(float));
     queue_on_stream(be, data, n, P2P_REDUCE_SCATTER);
 }
 
 void all_gather(backend *be, float *data, size_t n) {
     queue_on_stream(be, data, n, P2P_ALL_GATHER);
-    gpu_refresh_bf16_copies(gpu_of(be), data, n * sizeof(float)); /* the shards of the others */
+    gpu_refresh_narrow_copies(gpu_of(be), data, n * sizeof(float)); /* the shards of the others */
 }
 
 /* The same on reduce_stream, beside the stream's work from here on: after the warm-up's call of
  * the whole gradient (trainer.c), so the buffers hold any layer's. */
 void all_reduce_start(backend *be, float *data, size_t n) {
-    gpu_bf16_copies_written(&gpu_of(be)->bf16_copies, data, n * sizeof(float));
+    gpu_narrow_copies_written(&gpu_of(be)->narrow_copies, data, n * sizeof(float));
     gpu_state *gpu = gpu_of(be);
     gpu_p2p *p = gpu->p2p;
     if (n > p->capacity) {

@@ -7,7 +7,7 @@
 
 #include "core/backend.h"
 
-#include "cuda/gpu_bf16_copies.h"
+#include "cuda/gpu_narrow_copies.h"
 #include "cuda/kernels/gpu_kernels.h"
 
 struct gpu_state {
@@ -43,15 +43,15 @@ struct gpu_state {
     /* tiled in FP32 only: the fused output layer's partial sums (output_layer_prepare) */
     float *output_layer_scratch;
     size_t output_layer_scratch_floats;
-    /* --precision bf16 on tiled and fused: BF16 copies of the batches (gpu_feed.cu), of the
-     * output layer's hidden delta and of the parameters, which the products read where they are
-     * current (gpu_bf16_copies.h) */
-    bool keeps_bf16_copies;
-    gpu_bf16_copies bf16_copies;
+    /* tiled and fused: 16-bit copies that the products read where they are current
+     * (gpu_narrow_copies.h). --precision bf16: BF16 copies of the batches (gpu_feed.cu), of the
+     * output layer's hidden delta and of the parameters; tf32: TF32 copies of the batches, in
+     * FP16. Its format is NARROW_NONE where none are kept. */
+    gpu_narrow_copies narrow_copies;
     __nv_bfloat16 *params_bf16;  /* parameters_allocated */
     __nv_bfloat16 *delta_bf16;   /* output_layer_prepare: max_rows × in */
     size_t delta_bf16_count;
-    gpu_bf16_copies_snapshot recording_assumes; /* the copies current as a recording began */
+    gpu_narrow_copies_snapshot recording_assumes; /* the copies current as a recording began */
     struct fused_pass *fused;           /* fused implementation only (fused_pass.cu) */
     struct gpu_nccl *nccl;              /* under mpirun: the ranks' communicator (gpu_nccl.cu)... */
     struct gpu_p2p *p2p;                /* ...or the p2p all-reduce's buffers (gpu_p2p.cu) */
@@ -76,10 +76,15 @@ struct gpu_resident_data {
 gpu_resident_data gpu_feed_resident_data(const batch_feed *feed);
 void gpu_feed_destroy(batch_feed *feed);
 
-/* Every BF16 copy of an array that [p, p + bytes) overlaps is rounded again from its array, on
- * the stream, and current: after an operation that writes the array alone (an upload, an
- * all-gather). */
-void gpu_refresh_bf16_copies(gpu_state *gpu, const void *p, size_t bytes);
+/* Whether FP16 holds, exactly, every pixel value the gather makes (pixel · scale + shift, one
+ * fused multiply-add) rounded to TF32: 11 significant bits fit where the value is zero or from
+ * 2^-14 to 65504 in magnitude. Where it does not, a TF32 feed keeps no FP16 copies. */
+bool gpu_pixels_fit_tf32_in_fp16(float scale, float shift);
+
+/* After an operation that writes an array alone (an upload, an all-gather): every copy of an
+ * array that [p, p + bytes) overlaps is rounded again from it on the stream and current (BF16),
+ * or stale (TF32 in FP16, exact only for the batch's values). */
+void gpu_refresh_narrow_copies(gpu_state *gpu, const void *p, size_t bytes);
 
 /* Makes the stream wait for the output layer's sums, if they are still running beside it: before
  * their scratch is written again. */

@@ -113,15 +113,19 @@ training-gpu() {
             echo "--allreduce $allreduce --sharded-update on: the bits of the whole update" ||
             fail "2 ranks: --allreduce $allreduce --sharded-update on trained other bits than the whole update"
     done
-    # BF16: the products read a BF16 copy of the parameters, which the all-gather must renew
-    local sharded
-    for sharded in off on; do
-        timeout 300 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np 2 "$mlp_train" "${run[@]}" --allreduce nccl \
-            --precision bf16 --sharded-update $sharded --save "$work/bf16_$sharded.ckpt" >/dev/null 2>"$work/err" ||
-            fail "2 ranks, BF16, --sharded-update $sharded: $(tail -3 "$work/err")"
+    # BF16: the products read a BF16 copy of the parameters, which the all-gather must renew;
+    # TF32: an FP16 copy of each rank's batch, which the all-gather must leave alone
+    local sharded precision
+    for precision in bf16 tf32; do
+        for sharded in off on; do
+            timeout 300 "${launch[@]}" -x NCCL_NVLS_ENABLE=0 -np 2 "$mlp_train" "${run[@]}" --allreduce nccl \
+                --precision $precision --sharded-update $sharded --save "$work/${precision}_$sharded.ckpt" \
+                >/dev/null 2>"$work/err" || fail "2 ranks, $precision, --sharded-update $sharded: $(tail -3 "$work/err")"
+        done
+        cmp -s "$work/${precision}_off.ckpt" "$work/${precision}_on.ckpt" &&
+            echo "$precision --sharded-update on: the bits of the whole update" ||
+            fail "2 ranks, $precision: --sharded-update on trained other bits than the whole update"
     done
-    cmp -s "$work/bf16_off.ckpt" "$work/bf16_on.ckpt" && echo "BF16 --sharded-update on: the bits of the whole update" ||
-        fail "2 ranks, BF16: --sharded-update on trained other bits than the whole update"
     # 784-1024-1024-10: its top layers' gradients (4.2 MB) are summed beside layer 1's backward
     local overlap
     for overlap in on off; do

@@ -94,13 +94,19 @@ struct gemm_case {
     int offset; /* elements to shift each matrix's start by: 1 breaks 16-byte alignment */
 };
 
+/* A random value from (-1, 1), at least 2^-13 in magnitude: its TF32 rounding is then an FP16
+ * value, as tiled_tf32_fp16_a's contract asks of A. */
+float random_element() {
+    const float x = rng_uniform_range(&random_source, -1, 1);
+    return std::fabs(x) < 0x1p-13f ? std::copysign(0x1p-13f, x) : x;
+}
+
 /* A stored matrix with `offset` elements before it and GUARD after, all `fill`, as are the
  * padding columns; the matrix itself gets random values. */
 std::vector<float> padded_matrix(int rows, int cols, int ld, int offset, float fill) {
     std::vector<float> v(offset + (size_t)rows * ld + GUARD, fill);
     for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++)
-            v[offset + (size_t)r * ld + c] = rng_uniform_range(&random_source, -1, 1);
+        for (int c = 0; c < cols; c++) v[offset + (size_t)r * ld + c] = random_element();
     return v;
 }
 
@@ -163,6 +169,22 @@ std::vector<bf16> to_bf16(const std::vector<float> &v) {
     return out;
 }
 
+/* v rounded to TF32, held as FP16 (exactly, for random_element's values). */
+std::vector<__half> to_tf32_in_fp16(const std::vector<float> &v) {
+    std::vector<__half> out(v.size());
+    std::transform(v.begin(), v.end(), out.begin(), [](float x) { return __float2half_rn(round_tf32(x)); });
+    return out;
+}
+
+/* A problem's operands on the device: as FP32, and as the 16-bit copies some rungs read. */
+struct device_operands {
+    device_buffer<float> a, b;
+    device_buffer<bf16> a_bf16, b_bf16;
+    device_buffer<__half> a_fp16;
+    explicit device_operands(const gemm_problem &p)
+        : a(p.a), b(p.b), a_bf16(to_bf16(p.a)), b_bf16(to_bf16(p.b)), a_fp16(to_tf32_in_fp16(p.a)) {}
+};
+
 /* ---- the rungs (bench/gemm_rungs.h), each with plans forced ---- */
 
 /* The plans forced on a rung besides its own choice: block tile rows × cols (0: its own) and K
@@ -183,14 +205,17 @@ const plan PLANS[] = {
     {"tiled_tf32", 128, 128, 1}, {"tiled_tf32", 128, 128, 3}, {"tiled_bf16", 32, 32, 12},
     {"tiled_bf16", 64, 64, 8}, {"tiled_bf16", 128, 128, 1}, {"tiled_bf16_stored", 32, 32, 12},
     {"tiled_bf16_stored", 64, 64, 8}, {"tiled_bf16_stored", 128, 128, 1},
+    {"tiled_tf32_fp16_a", 32, 32, 3}, {"tiled_tf32_fp16_a", 64, 64, 5},
+    {"tiled_tf32_fp16_a", 128, 128, 1}, {"tiled_tf32_fp16_a", 128, 128, 3},
 };
 
-/* A rung that must give another's bits: tiled_bf16_stored on BF16 copies (rounded to nearest
- * even) of the FP32 operands that tiled_bf16 rounds as it reads them, with the same plan. */
+/* A rung that must give another's bits, with the same plan: tiled_bf16_stored on BF16 copies
+ * (rounded to nearest even) of the FP32 operands that tiled_bf16 rounds as it reads them, and
+ * tiled_tf32_fp16_a on FP16 copies of A's TF32 values, which tiled_tf32 rounds as it reads. */
 struct twin {
     const char *rung, *same_bits_as;
 };
-const twin TWINS[] = {{"tiled_bf16_stored", "tiled_bf16"}};
+const twin TWINS[] = {{"tiled_bf16_stored", "tiled_bf16"}, {"tiled_tf32_fp16_a", "tiled_tf32"}};
 
 const gpu_gemm_rung *rung_named(const char *name) {
     for (int i = 0; i < GPU_GEMM_RUNG_COUNT; i++)
@@ -264,8 +289,7 @@ bool outside_intact(const std::vector<float> &got, const gemm_problem &p) {
 
 /* C after one launch of `rung` with the plan `forced`, C poisoned first where beta is 0. */
 std::vector<float> run_rung(const gpu_gemm_rung &rung, const plan &forced, const gemm_problem &p,
-                            device_buffer<float> &da, device_buffer<float> &db,
-                            device_buffer<bf16> &da16, device_buffer<bf16> &db16) {
+                            const device_operands &d) {
     const gemm_case &g = p.g;
     device_buffer<float> dc(p.c);
     if (!p.accumulate) { /* beta == 0: C is write-only, so poison it (but keep padding and guard) */
@@ -278,8 +302,9 @@ std::vector<float> run_rung(const gpu_gemm_rung &rung, const plan &forced, const
     x.stream = stream, x.workspace = workspace.data, x.workspace_floats = workspace.floats;
     x.trans_a = p.ta, x.trans_b = p.tb, x.m = g.m, x.n = g.n, x.k = g.k;
     x.alpha = p.alpha, x.beta = p.beta;
-    x.a = da.ptr + g.offset, x.b = db.ptr + g.offset, x.lda = p.lda, x.ldb = p.ldb;
-    x.a_bf16 = da16.ptr + g.offset, x.b_bf16 = db16.ptr + g.offset;
+    x.a = d.a.ptr + g.offset, x.b = d.b.ptr + g.offset, x.lda = p.lda, x.ldb = p.ldb;
+    x.a_bf16 = d.a_bf16.ptr + g.offset, x.b_bf16 = d.b_bf16.ptr + g.offset;
+    x.a_fp16 = d.a_fp16.ptr + g.offset;
     x.c = dc.ptr + g.offset, x.ldc = p.ldc;
     x.plan_rows = forced.rows, x.plan_cols = forced.cols, x.plan_splits = forced.splits;
     rung.launch(&x);
@@ -287,13 +312,12 @@ std::vector<float> run_rung(const gpu_gemm_rung &rung, const plan &forced, const
     return dc.download();
 }
 
-void check_rung(const variant &r, const gemm_problem &p, device_buffer<float> &da,
-                device_buffer<float> &db, device_buffer<bf16> &da16, device_buffer<bf16> &db16) {
+void check_rung(const variant &r, const gemm_problem &p, const device_operands &d) {
     const gemm_case &g = p.g;
-    const std::vector<float> got = run_rung(*r.rung, r.forced, p, da, db, da16, db16);
+    const std::vector<float> got = run_rung(*r.rung, r.forced, p, d);
     for (const twin &t : TWINS) {
         if (std::strcmp(t.rung, r.rung->name) != 0) continue;
-        const std::vector<float> other = run_rung(*rung_named(t.same_bits_as), r.forced, p, da, db, da16, db16);
+        const std::vector<float> other = run_rung(*rung_named(t.same_bits_as), r.forced, p, d);
         CHECK(std::memcmp(got.data(), other.data(), got.size() * sizeof(float)) == 0,
               "%s %c%c %dx%dx%d pad %d offset %d %s: not the bits of %s", r.name, p.ta ? 'T' : 'N',
               p.tb ? 'T' : 'N', g.m, g.n, g.k, g.pad, g.offset, p.accumulate ? "beta=-1.5" : "beta=0",
@@ -321,6 +345,7 @@ void check_ladder(bool hopper) {
         {257, 129, 100, 4, 0}, {31, 127, 129, 8, 0},
         /* long K over a small output: what split-K is for; and the 128×128 tiles chosen by size */
         {10, 7, 4099, 0, 0},   {33, 65, 2001, 1, 1},   {1537, 1543, 97, 0, 0},
+        {784, 256, 2048, 0, 0}, /* layer 1's weight gradient at batch 2048: BF16's deep tile */
         /* TF32 wgmma: operands laid out K-major in the workspace (alone; beside 3 K slices'
          * partial sums) */
         {1030, 1100, 4, 1, 0}, {1100, 1030, 300, 3, 1},
@@ -339,11 +364,10 @@ void check_ladder(bool hopper) {
             for (bool accumulate : {false, true}) {
                 if (tiny && accumulate) continue;
                 const gemm_problem p = make_problem(t & 1, t & 2, g, accumulate);
-                device_buffer<float> da(p.a), db(p.b);
-                device_buffer<bf16> da16(to_bf16(p.a)), db16(to_bf16(p.b));
+                const device_operands d(p);
                 for (const variant &v : ladder)
                     if ((hopper || !v.rung->hopper_only) && (!only || std::strstr(v.name, only)))
-                        check_rung(v, p, da, db, da16, db16);
+                        check_rung(v, p, d);
             }
     }
 }

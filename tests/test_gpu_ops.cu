@@ -12,6 +12,7 @@
 #include "libs/cublas_gemm.h"
 #include "libs/cuda_check.h"
 #include "cuda/gpu_backend.h"
+#include "cuda/gpu_state.h" /* gpu_pixels_fit_tf32_in_fp16 */
 #include "cuda/gemm/gemm_ladder.h"
 #include "gpu_test.h"
 #include "device_buffer.cuh"
@@ -450,6 +451,22 @@ bool is_bf16_copy(const std::vector<__nv_bfloat16> &copy, const std::vector<floa
     return copy.size() == x.size();
 }
 
+/* x rounded to TF32 as cvt.rna.tf32.f32 rounds it: 10 mantissa bits, to nearest, ties away. */
+float round_tf32(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof bits);
+    bits = (bits + 0x1000u) & 0xFFFFE000u;
+    std::memcpy(&x, &bits, sizeof bits);
+    return x;
+}
+
+/* Whether copy holds x rounded to TF32, each value exactly, as FP16. */
+bool is_tf32_in_fp16_copy(const std::vector<__half> &copy, const std::vector<float> &x, size_t count) {
+    for (size_t i = 0; i < count; i++)
+        if (__half2float(copy[i]) != round_tf32(x[i])) return false;
+    return true;
+}
+
 /* ---- the fused output layer (output_layer.cu) against output_layer_reference.c ---- */
 
 constexpr double OUTPUT_LAYER_BOUND = 1e-5;
@@ -696,26 +713,30 @@ void check_gather(int rows, int features, int ahead, int cut, unsigned max_block
     device_buffer<int32_t> dorder(order), pass_rows(std::vector<int32_t>{first + gathered});
     device_buffer<pass_cursor> cursor = cursor_at(offset, 0);
     device_buffer<float> dx(x.size());
-    device_buffer<__nv_bfloat16> dx16(x.size()); /* the BF16 copy, beside x */
+    device_buffer<__nv_bfloat16> dx16(x.size()); /* the BF16 copy, beside x... */
+    device_buffer<__half> dx_tf32(x.size());     /* ...and the TF32 one, in FP16 */
     dx.poison();
     dx16.poison();
+    dx_tf32.poison();
     dy.poison();
     gpu_gather_normalize(stream, {dpixels.ptr, dlabels.ptr, dorder.ptr, pass_rows.ptr, cursor.ptr, ahead},
-                         rows, features, scale, shift, dx.ptr, dx16.ptr, dy.ptr, max_blocks);
+                         rows, features, scale, shift, dx.ptr, dx16.ptr, dx_tf32.ptr, dy.ptr, max_blocks);
     std::vector<float> gpu_x = dx.download();
     const std::vector<__nv_bfloat16> gpu_x16 = dx16.download();
+    const std::vector<__half> gpu_x_tf32 = dx_tf32.download();
     const size_t past_end = (size_t)gathered * features;
-    bool copied = true;
+    bool copied = is_tf32_in_fp16_copy(gpu_x_tf32, gpu_x, past_end);
     for (size_t i = 0; i < past_end; i++)
         copied = copied && __bfloat16_as_ushort(gpu_x16[i]) == __bfloat16_as_ushort(__float2bfloat16_rn(gpu_x[i]));
     const std::vector<uint8_t> poison((x.size() - past_end) * sizeof(float), 0xFF);
     bool untouched = std::memcmp(gpu_x.data() + past_end, poison.data(), poison.size()) == 0 &&
-                     std::memcmp(gpu_x16.data() + past_end, poison.data(), poison.size() / 2) == 0;
+                     std::memcmp(gpu_x16.data() + past_end, poison.data(), poison.size() / 2) == 0 &&
+                     std::memcmp(gpu_x_tf32.data() + past_end, poison.data(), poison.size() / 2) == 0;
     std::fill(gpu_x.begin() + past_end, gpu_x.end(), 0.0f); /* x is 0 there */
     double error = worst_deviation(gpu_x, x, 1e-6, 1e-6);
     CHECK(error <= 1 && dy.download() == y && untouched && copied,
           "gather_normalize %d rows of %d, %d ahead, %d past the end: off by %.3g tolerances, labels "
-          "differ, rows past the end written or the BF16 copy not x rounded", rows, features, ahead,
+          "differ, rows past the end written or a copy not x rounded", rows, features, ahead,
           cut, error);
 
     /* order == NULL: the rows as they are (a batch the host already gathered) */
@@ -725,12 +746,32 @@ void check_gather(int rows, int features, int ahead, int cut, unsigned max_block
     dy.poison();
     const bool with_copy = ahead == 0; /* and the other case without one */
     gpu_gather_normalize(stream, {dpixels.ptr, dlabels.ptr, nullptr, nullptr, nullptr, 0}, rows,
-                         features, scale, shift, dx.ptr, with_copy ? dx16.ptr : nullptr, dy.ptr, max_blocks);
+                         features, scale, shift, dx.ptr, with_copy ? dx16.ptr : nullptr,
+                         with_copy ? dx_tf32.ptr : nullptr, dy.ptr, max_blocks);
     gpu_x = dx.download();
     error = worst_deviation(gpu_x, x, 1e-6, 1e-6);
-    CHECK(error <= 1 && dy.download() == y && (!with_copy || is_bf16_copy(dx16.download(), gpu_x)),
-          "gather_normalize %d rows of %d without an order: off by %.3g, labels differ or the BF16 "
-          "copy not x rounded", rows, features, error);
+    const bool copies = !with_copy || (is_bf16_copy(dx16.download(), gpu_x) &&
+                                       is_tf32_in_fp16_copy(dx_tf32.download(), gpu_x, gpu_x.size()));
+    CHECK(error <= 1 && dy.download() == y && copies,
+          "gather_normalize %d rows of %d without an order: off by %.3g, labels differ or a copy "
+          "not x rounded", rows, features, error);
+}
+
+/* The feed's check that FP16 holds a normalization's pixel values rounded to TF32: MNIST's and
+ * Fashion-MNIST's do; values under 2^-14 (pixel 1 at scale 1e-6) or over 65504 do not. */
+void check_pixels_fit() {
+    const struct {
+        float scale, shift;
+        bool fits;
+    } cases[] = {{1.0f / (255 * 0.3081f), -0.1307f / 0.3081f, true},
+                 {1.0f / (255 * 0.3530f), -0.2860f / 0.3530f, true},
+                 {1.0f / 255, 0.0f, true},
+                 {1e-6f, 0.0f, false},
+                 {1000.0f, 0.0f, false}};
+    for (const auto &c : cases)
+        CHECK(gpu_pixels_fit_tf32_in_fp16(c.scale, c.shift) == c.fits,
+              "pixels at scale %g, shift %g: said %s FP16", c.scale, c.shift,
+              c.fits ? "not to fit" : "to fit");
 }
 
 /* Everything but the GEMMs and the output layer. */
@@ -747,6 +788,7 @@ void check_other_ops() {
     check_column_sums();
     check_sum();
     check_optimizers();
+    check_pixels_fit();
     for (int rows : ROWS)
         for (int features : {1, 17, 20, 784}) {
             check_gather(rows, features, 0, 0, 0);

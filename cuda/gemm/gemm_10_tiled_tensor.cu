@@ -23,12 +23,18 @@
  *   ldmatrix loads a warp's fragments (four 8×8 matrices an instruction, .trans where a tile's
  *   lines run along M or N); the products are those of the FP32 originals to the bit (same tiles,
  *   K slices and order).
+ * - A TF32 product's A may come as FP16 in memory (gpu_gemm_tiled_tf32_fp16_a), holding each
+ *   element already rounded to TF32: 11 significant bits, which an FP16 holds exactly where it is
+ *   zero or at least 2^-14 in magnitude (the batch's normalized pixels). Its tiles hold FP16,
+ *   half the bytes, and each factor is widened to FP32 as it is read: the same factors, tiles,
+ *   K slices and order, so the bits of the FP32 original.
  *
  * The fragments (which element of A, B and C each lane holds) are in mma_sync.cuh.
  * Shapes and layout: those of every rung (gemm_ladder.h). docs/kernels.md has the
  * measurements. */
 #include <cstdio>
 #include <cstdlib>
+#include <cuda_fp16.h>
 #include <type_traits>
 
 #include "libs/cuda_check.h"
@@ -51,7 +57,8 @@ template <factor_rounding ROUND> __host__ __device__ constexpr int mma_k() {
 }
 
 /* One operand's stage tile: WIDTH rows of C (A) or columns (B), BK deep, element (i, k) at
- * tile[at(i, k)], of type T: FP32, rounded as it leaves (ROUND), or BF16 as it was stored.
+ * tile[at(i, k)], of type T: FP32, rounded as it leaves (ROUND), BF16 as it was stored, or FP16
+ * holding TF32 factors.
  * - K_CONTIGUOUS: tile[i][kk], LINE = BK + 4 for TF32, so a fragment's loads (i = g,
  *   k = t) hit banks 4g + t; BK + 8 for BF16, whose pairs (i = g, k = 2t, 2t + 1) are 8-byte
  *   loads that hit banks 8g + 2t, + 1 in each half warp. (BK = 16: 20 and 24 do the same.)
@@ -59,13 +66,18 @@ template <factor_rounding ROUND> __host__ __device__ constexpr int mma_k() {
  *   BF16 (k = 2t and 2t + 1: banks 8t + g and 8t + 4 + g).
  * - Stored BF16 is read by ldmatrix, 8 lines of 16 bytes at a time: lines of BK + 8 or
  *   WIDTH + 8 elements (12, 20, 36 or 68 words: 4 more than a multiple of 8) put those 8
- *   in different banks. */
+ *   in different banks.
+ * - FP16 (TF32 factors) is read an element at a time, as TF32 from FP32, in lines of the same
+ *   lengths: a fragment's 32 lanes read 16 different words, two lanes to a word. */
 template <int WIDTH, int BK, bool K_CONTIGUOUS_, factor_rounding ROUND, typename T>
 struct operand_tile {
     static constexpr bool K_CONTIGUOUS = K_CONTIGUOUS_;
     static constexpr bool STORED_BF16 = std::is_same<T, __nv_bfloat16>::value;
+    static constexpr bool TF32_IN_FP16 = std::is_same<T, __half>::value;
     static_assert(!STORED_BF16 || ROUND == ROUND_BF16, "BF16 operands make BF16 products");
-    static constexpr int LINE = K_CONTIGUOUS ? BK + (ROUND == ROUND_TF32 ? 4 : 8)
+    static_assert(!TF32_IN_FP16 || ROUND == ROUND_TF32, "FP16 operands hold TF32 factors");
+    static constexpr bool NARROW = STORED_BF16 || TF32_IN_FP16;
+    static constexpr int LINE = K_CONTIGUOUS ? BK + (ROUND == ROUND_TF32 && !NARROW ? 4 : 8)
                                              : WIDTH + (ROUND == ROUND_TF32 || STORED_BF16 ? 8 : 4);
     static constexpr int ELEMENTS = K_CONTIGUOUS ? WIDTH * LINE : BK * LINE;
     static constexpr int BYTES = ELEMENTS * (int)sizeof(T);
@@ -93,13 +105,13 @@ using large_tile = tensor_tile<128, 128, 32, 3, 2, 4, 1>; /* warp tile 64×32: 4
 using small_tile = tensor_tile<64, 64, 32, 4, 2, 2, 3>;   /* warp tile 32×32: 2×4 */
 using narrow_tile = tensor_tile<32, 32, 16, 3, 2, 1, 8>;  /* warp tile 16×32: 1×4 */
 
-/* A stage in shared memory: A's tile, then B's (op(B)ᵀ: element (j, k) is B's (k, j)), both of
- * type T. A is K-contiguous unless transposed; B is K-contiguous when transposed. A split
+/* A stage in shared memory: A's tile (of type TA), then B's (TB; op(B)ᵀ: element (j, k) is B's
+ * (k, j)). A is K-contiguous unless transposed; B is K-contiguous when transposed. A split
  * product's partial tile (BM×BN floats) reuses the stages' memory after the last product. */
-template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename T>
+template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename TA, typename TB>
 struct stage_layout {
-    using A = operand_tile<CFG::BM, CFG::BK, !TRANS_A, ROUND, T>;
-    using B = operand_tile<CFG::BN, CFG::BK, TRANS_B, ROUND, T>;
+    using A = operand_tile<CFG::BM, CFG::BK, !TRANS_A, ROUND, TA>;
+    using B = operand_tile<CFG::BN, CFG::BK, TRANS_B, ROUND, TB>;
     static constexpr int BYTES = A::BYTES + B::BYTES;
     static constexpr size_t PARTIAL_BYTES = (size_t)CFG::BM * CFG::BN * sizeof(float);
     static constexpr size_t SHARED_BYTES = CFG::STAGES * (size_t)BYTES > PARTIAL_BYTES
@@ -131,9 +143,12 @@ __device__ __forceinline__ uint32_t bf16_pair(float low, float high) {
     return bits;
 }
 
-template <typename TILE, factor_rounding ROUND>
-__device__ __forceinline__ uint32_t factor_at(const float *tile, int i, int k) {
-    if constexpr (ROUND == ROUND_TF32) {
+/* The register a TF32 mma reads for element (i, k), or a BF16 mma for (i, k) and (i, k + 1). */
+template <typename TILE, factor_rounding ROUND, typename T>
+__device__ __forceinline__ uint32_t factor_at(const T *tile, int i, int k) {
+    if constexpr (TILE::TF32_IN_FP16) {
+        return __float_as_uint(__half2float(tile[TILE::at(i, k)])); /* a TF32 value already */
+    } else if constexpr (ROUND == ROUND_TF32) {
         return tf32_bits(tile[TILE::at(i, k)]);
     } else if constexpr (TILE::K_CONTIGUOUS) {
         const float2 pair = *reinterpret_cast<const float2 *>(tile + TILE::at(i, k));
@@ -146,7 +161,7 @@ __device__ __forceinline__ uint32_t factor_at(const float *tile, int i, int k) {
 /* ---- fragments: the registers one warp's mma reads, from a stage tile ---- */
 
 /* A's fragment of the block at rows row.. row + 15, k kk.. (16 deep in BF16, 8 in TF32): from
- * stored BF16 by ldmatrix (mma_sync.cuh), else each factor rounded from FP32 as it is read. */
+ * stored BF16 by ldmatrix (mma_sync.cuh), else a factor at a time (factor_at). */
 template <typename TILE, factor_rounding ROUND, typename T>
 __device__ __forceinline__ void a_fragment(const T *tile, int row, int kk, uint32_t (&af)[4]) {
     if constexpr (TILE::STORED_BF16) {
@@ -184,16 +199,16 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], const
     else mma_bf16(d, a, b);
 }
 
-/* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C), A and B of type T. Grid
+/* C (M×N) = epilogue(alpha · op(A) · op(B) + beta · C), A of type TA, B of TB. Grid
  * ceil(N/BN) × ceil(M/BM) × slices, block z multiplying K slice z; with more than one slice, a
  * tile's blocks form a cluster (1 × 1 × slices). stage_layout's SHARED_BYTES of dynamic shared
  * memory. */
-template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename T>
+template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename TA, typename TB>
 __global__ void __launch_bounds__(CFG::THREADS, CFG::BLOCKS_PER_SM)
-gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const T *__restrict__ a,
-                   int lda, const T *__restrict__ b, int ldb, float beta, float *__restrict__ c,
+gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const TA *__restrict__ a,
+                   int lda, const TB *__restrict__ b, int ldb, float beta, float *__restrict__ c,
                    int ldc, gemm_epilogue epilogue, bool vector_a, bool vector_b) {
-    using STAGE = stage_layout<CFG, TRANS_A, TRANS_B, ROUND, T>;
+    using STAGE = stage_layout<CFG, TRANS_A, TRANS_B, ROUND, TA, TB>;
     using A_TILE = typename STAGE::A;
     using B_TILE = typename STAGE::B;
     constexpr int BM = CFG::BM, BN = CFG::BN, BK = CFG::BK, STAGES = CFG::STAGES;
@@ -206,8 +221,8 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const T *_
     const int warp_row = (warp / CFG::WARPS_N) * CFG::WM, warp_col = (warp % CFG::WARPS_N) * CFG::WN;
     const gemm_k_range range = block_k_range(k, k_per_split);
     const int steps = (range.end - range.begin + BK - 1) / BK;
-    auto a_tile_of = [&](int step) { return reinterpret_cast<T *>(shared + (step % STAGES) * STAGE::BYTES); };
-    auto b_tile_of = [&](int step) { return reinterpret_cast<T *>(shared + (step % STAGES) * STAGE::BYTES + A_TILE::BYTES); };
+    auto a_tile_of = [&](int step) { return reinterpret_cast<TA *>(shared + (step % STAGES) * STAGE::BYTES); };
+    auto b_tile_of = [&](int step) { return reinterpret_cast<TB *>(shared + (step % STAGES) * STAGE::BYTES + A_TILE::BYTES); };
 
     auto start_copying = [&](int step) {
         const int k0 = range.begin + step * BK;
@@ -227,7 +242,8 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const T *_
         if (step + STAGES - 1 < steps) start_copying(step + STAGES - 1);
         cp_async_commit();
 
-        const T *a_tile = a_tile_of(step), *b_tile = b_tile_of(step);
+        const TA *a_tile = a_tile_of(step);
+        const TB *b_tile = b_tile_of(step);
 #pragma unroll
         for (int kk = 0; kk < BK; kk += MMA_K) {
             uint32_t bf[CFG::TILES_N][2];
@@ -269,20 +285,20 @@ gemm_tensor_kernel(int m, int n, int k, int k_per_split, float alpha, const T *_
     if (split) store_cluster_sum<BM, BN, CFG::THREADS>(partial, out, m, n, row0, col0);
 }
 
-template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename T>
+template <typename CFG, bool TRANS_A, bool TRANS_B, factor_rounding ROUND, typename TA, typename TB>
 void launch_kernel(gemm_k_split split, const gemm_epilogue &epilogue, cudaStream_t stream, int m,
-                   int n, int k, float alpha, const T *a, int lda, const T *b, int ldb, float beta,
+                   int n, int k, float alpha, const TA *a, int lda, const TB *b, int ldb, float beta,
                    float *c, int ldc) {
-    constexpr size_t shared_bytes = stage_layout<CFG, TRANS_A, TRANS_B, ROUND, T>::SHARED_BYTES;
+    constexpr size_t shared_bytes = stage_layout<CFG, TRANS_A, TRANS_B, ROUND, TA, TB>::SHARED_BYTES;
     static bool allowed = false; /* above 48 KB, the limit must be raised once per kernel */
     if (!allowed) {
-        CUDA_CHECK(cudaFuncSetAttribute(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND, T>,
+        CUDA_CHECK(cudaFuncSetAttribute(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND, TA, TB>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         (int)shared_bytes));
         allowed = true;
     }
     const dim3 grid(blocks_for(n, CFG::BN), blocks_for(m, CFG::BM), split.splits);
-    launch_dependent(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND, T>, grid, CFG::THREADS,
+    launch_dependent(gemm_tensor_kernel<CFG, TRANS_A, TRANS_B, ROUND, TA, TB>, grid, CFG::THREADS,
                      shared_bytes, stream, split.splits, m, n, k, split.k_per_split, alpha, a,
                      lda, b, ldb, beta, c, ldc, epilogue, vectors_aligned(a, lda),
                      vectors_aligned(b, ldb));
@@ -299,18 +315,18 @@ template <typename CFG> gemm_k_split split_for(int forced, int m, int n, int k) 
     return gemm_k_slices((int)wanted, k, CFG::BK, MIN_SLICE);
 }
 
-/* The arguments of every rung (GPU_GEMM_ARGS), with A and B of type T. */
-#define GEMM_TENSOR_PARAMS(T)                                                                      \
-    cudaStream_t stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha, const T *a, \
-        int lda, const T *b, int ldb, float beta, float *c, int ldc
+/* The arguments of every rung (GPU_GEMM_ARGS), with A of type TA and B of TB. */
+#define GEMM_TENSOR_PARAMS                                                                         \
+    cudaStream_t stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,             \
+        const TA *a, int lda, const TB *b, int ldb, float beta, float *c, int ldc
 #define GEMM_TENSOR_ARGS stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc
 
-template <typename CFG, factor_rounding ROUND, typename T>
-void run(int forced_splits, const gemm_epilogue &epilogue, GEMM_TENSOR_PARAMS(T)) {
+template <typename CFG, factor_rounding ROUND, typename TA, typename TB>
+void run(int forced_splits, const gemm_epilogue &epilogue, GEMM_TENSOR_PARAMS) {
     const gemm_k_split split = split_for<CFG>(forced_splits, m, n, k);
-#define GEMM_TENSOR_LAUNCH(TA, TB)                                                                 \
-    launch_kernel<CFG, TA, TB, ROUND, T>(split, epilogue, stream, m, n, k, alpha, a, lda, b, ldb,  \
-                                         beta, c, ldc)
+#define GEMM_TENSOR_LAUNCH(TRANS_A, TRANS_B)                                                       \
+    launch_kernel<CFG, TRANS_A, TRANS_B, ROUND, TA, TB>(split, epilogue, stream, m, n, k, alpha,   \
+                                                        a, lda, b, ldb, beta, c, ldc)
     if (!trans_a && !trans_b) GEMM_TENSOR_LAUNCH(false, false);
     else if (trans_a && !trans_b) GEMM_TENSOR_LAUNCH(true, false);
     else if (!trans_a && trans_b) GEMM_TENSOR_LAUNCH(false, true);
@@ -318,29 +334,35 @@ void run(int forced_splits, const gemm_epilogue &epilogue, GEMM_TENSOR_PARAMS(T)
 #undef GEMM_TENSOR_LAUNCH
 }
 
-template <factor_rounding ROUND, typename T>
-void run_tile(int tile, int forced_splits, const gemm_epilogue *epilogue, GEMM_TENSOR_PARAMS(T)) {
+template <factor_rounding ROUND, typename TA, typename TB>
+void run_tile(int tile, int forced_splits, const gemm_epilogue *epilogue, GEMM_TENSOR_PARAMS) {
     const gemm_epilogue e = epilogue ? *epilogue : gemm_epilogue{};
-    if (tile == 128) run<large_tile, ROUND, T>(forced_splits, e, GEMM_TENSOR_ARGS);
-    else if (tile == 64) run<small_tile, ROUND, T>(forced_splits, e, GEMM_TENSOR_ARGS);
-    else run<narrow_tile, ROUND, T>(forced_splits, e, GEMM_TENSOR_ARGS);
+    if (tile == 128) run<large_tile, ROUND, TA, TB>(forced_splits, e, GEMM_TENSOR_ARGS);
+    else if (tile == 64) run<small_tile, ROUND, TA, TB>(forced_splits, e, GEMM_TENSOR_ARGS);
+    else run<narrow_tile, ROUND, TA, TB>(forced_splits, e, GEMM_TENSOR_ARGS);
 }
 
 /* The tile rung 5 would take, in its simplest form: 128×128 where those give every
  * multiprocessor a block; else 64×64, or 32×32 where M or N is under 64 or K under 32, in as
- * many K slices as the grid wants. */
-int chosen_tile(int m, int n, int k) {
+ * many K slices as the grid wants. BF16 also takes 128×128 for a deep product whose tiles, in
+ * MAX_SLICES slices of at least 256, give three quarters of the multiprocessors a block (layer
+ * 1's weight gradient at batch 2048: 2% off the BF16 epoch on an H100; in TF32 the same tile
+ * made the epoch 10% slower). */
+template <factor_rounding ROUND> int chosen_tile(int m, int n, int k) {
     const long large = (long)blocks_for(m, 128) * blocks_for(n, 128);
-    if (large >= gemm_multiprocessor_count()) return 128;
+    const int sms = gemm_multiprocessor_count();
+    if (large >= sms) return 128;
+    const bool deep = k >= 256 * MAX_SLICES && 4 * large * MAX_SLICES >= 3L * sms;
+    if (ROUND == ROUND_BF16 && deep) return 128;
     return m < 64 || n < 64 || k < 32 ? 32 : 64;
 }
 
 bool has_tile(int rows, int cols) { return rows == cols && (rows == 32 || rows == 64 || rows == 128); }
 
-template <factor_rounding ROUND, typename T>
-void gemm(int tile, int splits, const gemm_epilogue *epilogue, GEMM_TENSOR_PARAMS(T)) {
+template <factor_rounding ROUND, typename TA, typename TB>
+void gemm(int tile, int splits, const gemm_epilogue *epilogue, GEMM_TENSOR_PARAMS) {
     if (m == 0 || n == 0) return;
-    run_tile<ROUND, T>(tile ? tile : chosen_tile(m, n, k), splits, epilogue, GEMM_TENSOR_ARGS);
+    run_tile<ROUND, TA, TB>(tile ? tile : chosen_tile<ROUND>(m, n, k), splits, epilogue, GEMM_TENSOR_ARGS);
 }
 
 void refuse_plan(const char *name, int rows, int cols) {
@@ -353,28 +375,38 @@ void refuse_plan(const char *name, int rows, int cols) {
 bool gpu_gemm_tiled_tensor_has_tile(int rows, int cols) { return has_tile(rows, cols); }
 
 void gpu_gemm_tiled_tf32(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gemm<ROUND_TF32, float>(0, 0, epilogue, GEMM_TENSOR_ARGS);
+    gemm<ROUND_TF32, float, float>(0, 0, epilogue, GEMM_TENSOR_ARGS);
 }
 
 void gpu_gemm_tiled_bf16(GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
-    gemm<ROUND_BF16, float>(0, 0, epilogue, GEMM_TENSOR_ARGS);
+    gemm<ROUND_BF16, float, float>(0, 0, epilogue, GEMM_TENSOR_ARGS);
 }
 
 void gpu_gemm_tiled_bf16_stored(GPU_GEMM_BF16_ARGS, const gemm_epilogue *epilogue) {
-    gemm<ROUND_BF16, __nv_bfloat16>(0, 0, epilogue, GEMM_TENSOR_ARGS);
+    gemm<ROUND_BF16, __nv_bfloat16, __nv_bfloat16>(0, 0, epilogue, GEMM_TENSOR_ARGS);
+}
+
+void gpu_gemm_tiled_tf32_fp16_a(GPU_GEMM_FP16_A_ARGS, const gemm_epilogue *epilogue) {
+    gemm<ROUND_TF32, __half, float>(0, 0, epilogue, GEMM_TENSOR_ARGS);
 }
 
 void gpu_gemm_tiled_tensor_with_plan(gemm_precision precision, int tile_rows, int tile_cols,
                                      int splits, GPU_GEMM_ARGS, const gemm_epilogue *epilogue) {
     if (tile_rows && !has_tile(tile_rows, tile_cols)) refuse_plan("gpu_gemm_tiled_tensor_with_plan", tile_rows, tile_cols);
     if (precision == PRECISION_BF16)
-        gemm<ROUND_BF16, float>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
+        gemm<ROUND_BF16, float, float>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
     else
-        gemm<ROUND_TF32, float>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
+        gemm<ROUND_TF32, float, float>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
 }
 
 void gpu_gemm_tiled_bf16_stored_with_plan(int tile_rows, int tile_cols, int splits,
                                           GPU_GEMM_BF16_ARGS, const gemm_epilogue *epilogue) {
     if (tile_rows && !has_tile(tile_rows, tile_cols)) refuse_plan("gpu_gemm_tiled_bf16_stored_with_plan", tile_rows, tile_cols);
-    gemm<ROUND_BF16, __nv_bfloat16>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
+    gemm<ROUND_BF16, __nv_bfloat16, __nv_bfloat16>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
+}
+
+void gpu_gemm_tiled_tf32_fp16_a_with_plan(int tile_rows, int tile_cols, int splits,
+                                          GPU_GEMM_FP16_A_ARGS, const gemm_epilogue *epilogue) {
+    if (tile_rows && !has_tile(tile_rows, tile_cols)) refuse_plan("gpu_gemm_tiled_tf32_fp16_a_with_plan", tile_rows, tile_cols);
+    gemm<ROUND_TF32, __half, float>(tile_rows, splits, epilogue, GEMM_TENSOR_ARGS);
 }

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "core/backend.h" /* gemm_epilogue */
@@ -31,6 +32,12 @@
     cudaStream_t stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,             \
         const __nv_bfloat16 *a, int lda, const __nv_bfloat16 *b, int ldb, float beta, float *c,    \
         int ldc
+
+/* The same, with A in FP16 holding values already rounded to TF32 (for which FP16 is exact where
+ * each is zero or at least 2^-14 in magnitude); B, alpha, beta and C stay FP32. */
+#define GPU_GEMM_FP16_A_ARGS                                                                       \
+    cudaStream_t stream, bool trans_a, bool trans_b, int m, int n, int k, float alpha,             \
+        const __half *a, int lda, const float *b, int ldb, float beta, float *c, int ldc
 
 typedef struct {
     float *data;
@@ -108,10 +115,19 @@ void gpu_gemm_tiled_bf16_stored(GPU_GEMM_BF16_ARGS, const gemm_epilogue *epilogu
 void gpu_gemm_tiled_bf16_stored_with_plan(int tile_rows, int tile_cols, int splits,
                                           GPU_GEMM_BF16_ARGS,
                                           const gemm_epilogue *epilogue = nullptr);
+/*     The TF32 GEMM with A stored as FP16 TF32 values (GPU_GEMM_FP16_A_ARGS): half A's bytes,
+ *     and, given A's elements rounded to TF32 (cvt.rna) and held exactly, the bits
+ *     gpu_gemm_tiled_tf32 gives on the FP32 originals. */
+void gpu_gemm_tiled_tf32_fp16_a(GPU_GEMM_FP16_A_ARGS, const gemm_epilogue *epilogue = nullptr);
+void gpu_gemm_tiled_tf32_fp16_a_with_plan(int tile_rows, int tile_cols, int splits,
+                                          GPU_GEMM_FP16_A_ARGS,
+                                          const gemm_epilogue *epilogue = nullptr);
 
 /* Helpers of the rungs. transpose.cu: out (cols×rows, row stride rows) = xᵀ, x rows×cols with
- * row stride ld. round_to_bf16.cu: out[i] = x[i] rounded to the nearest BF16 (ties to even). */
+ * row stride ld. round_to_16_bits.cu: out[i] = x[i] rounded to the nearest BF16 (ties to even),
+ * or to TF32 (ties away) as FP16 (exact where that is zero or from 2^-14 to 65504 in magnitude). */
 void gpu_transpose(cudaStream_t stream, int rows, int cols, const float *x, int ld, float *out);
 void gpu_round_to_bf16(cudaStream_t stream, const float *x, size_t count, __nv_bfloat16 *out);
+void gpu_round_to_tf32_in_fp16(cudaStream_t stream, const float *x, size_t count, __half *out);
 
 #endif

@@ -12,12 +12,14 @@
  * its pixels). Otherwise a block's y-index is a row of the batch, its threads run along the
  * row's pixels, one each. Reads of a sample's bytes and writes of its floats are coalesced
  * either way. A batch gathered ahead (gpu_feed.cu) is found past the cursor (source.ahead),
- * stops at the pass's end, and runs in a capped grid, each thread taking several quads. A BF16
- * copy of x, where asked for, is written beside it (8 bytes a quad). */
+ * stops at the pass's end, and runs in a capped grid, each thread taking several quads. A 16-bit
+ * copy of x, where asked for (BF16, or TF32 values in FP16), is written beside it (8 bytes a
+ * quad). A pixel's value is one fused multiply-add, as the feed's check of the FP16 copy's
+ * exactness assumes (gpu_feed.cu). */
 #include <climits>
 
 #include "libs/cuda_check.h"
-#include "cuda/kernels/bf16_quad.cuh"
+#include "cuda/kernels/narrow_quad.cuh"
 #include "cuda/kernels/dependent_launch.cuh"
 #include "cuda/kernels/gpu_kernels.h"
 
@@ -44,11 +46,15 @@ __device__ __forceinline__ batch_rows find_batch(const gpu_batch_source &source,
     return {source.order + first, left < rows ? (left > 0 ? left : 0) : rows};
 }
 
-/* features a multiple of 4: every row of pixels, of x and of x_bf16 starts 4-, 16- and 8-byte
+__device__ __forceinline__ float normalized(uint8_t pixel, float scale, float shift) {
+    return __fmaf_rn(pixel, scale, shift);
+}
+
+/* features a multiple of 4: every row of pixels, of x and of its copy starts 4-, 16- and 8-byte
  * aligned (their bases come from cudaMalloc) */
 __global__ void gather_quads_kernel(gpu_batch_source source, int max_rows, int features,
                                     float scale, float shift, float *x, __nv_bfloat16 *x_bf16,
-                                    uint8_t *y) {
+                                    __half *x_tf32, uint8_t *y) {
     wait_for_previous_kernel();
     const batch_rows batch = find_batch(source, max_rows);
     const int quads_per_row = features / 4, quads = batch.rows * quads_per_row; /* < 2^31: the caller */
@@ -57,17 +63,18 @@ __global__ void gather_quads_kernel(gpu_batch_source source, int max_rows, int f
         const size_t sample = batch.indices ? (size_t)batch.indices[row] : (size_t)row;
         const uint8_t label = quad == 0 ? source.labels[sample] : 0;
         const uchar4 p = reinterpret_cast<const uchar4 *>(source.pixels + sample * features)[quad];
-        const float4 v = make_float4(p.x * scale + shift, p.y * scale + shift, p.z * scale + shift,
-                                     p.w * scale + shift);
+        const float4 v = make_float4(normalized(p.x, scale, shift), normalized(p.y, scale, shift),
+                                     normalized(p.z, scale, shift), normalized(p.w, scale, shift));
         reinterpret_cast<float4 *>(x + (size_t)row * features)[quad] = v;
         if (x_bf16) store_bf16_quad(x_bf16 + (size_t)row * features, quad, v);
+        if (x_tf32) store_tf32_in_fp16_quad(x_tf32 + (size_t)row * features, quad, v);
         if (quad == 0) y[row] = label;
     }
 }
 
 __global__ void gather_pixels_kernel(gpu_batch_source source, int max_rows, int features,
                                      float scale, float shift, float *x, __nv_bfloat16 *x_bf16,
-                                     uint8_t *y) {
+                                     __half *x_tf32, uint8_t *y) {
     wait_for_previous_kernel();
     const batch_rows batch = find_batch(source, max_rows);
     const int first = blockIdx.x * blockDim.x + threadIdx.x, stride = gridDim.x * blockDim.x;
@@ -78,9 +85,10 @@ __global__ void gather_pixels_kernel(gpu_batch_source source, int max_rows, int 
         const uint8_t *pixels = source.pixels + sample * features;
         float *destination = x + (size_t)row * features;
         for (int f = first; f < features; f += stride) {
-            const float value = pixels[f] * scale + shift;
+            const float value = normalized(pixels[f], scale, shift);
             destination[f] = value;
             if (x_bf16) x_bf16[(size_t)row * features + f] = __float2bfloat16_rn(value);
+            if (x_tf32) x_tf32[(size_t)row * features + f] = tf32_in_fp16(value);
         }
         if (labeller) y[row] = label;
     }
@@ -89,8 +97,8 @@ __global__ void gather_pixels_kernel(gpu_batch_source source, int max_rows, int 
 } // namespace
 
 void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows, int features,
-                          float scale, float shift, float *x, __nv_bfloat16 *x_bf16, uint8_t *y,
-                          unsigned max_blocks) {
+                          float scale, float shift, float *x, __nv_bfloat16 *x_bf16,
+                          __half *x_tf32, uint8_t *y, unsigned max_blocks) {
     if (rows == 0) return;
     const unsigned cap = max_blocks ? max_blocks : 65535;
     const size_t quads = (size_t)rows * (features / 4);
@@ -98,12 +106,12 @@ void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows
         size_t wanted = (quads + THREADS - 1) / THREADS;
         unsigned blocks = wanted < 1 ? 1 : wanted < cap ? (unsigned)wanted : cap;
         launch_dependent(gather_quads_kernel, blocks, THREADS, 0, stream, 1, source, rows, features,
-                         scale, shift, x, x_bf16, y);
+                         scale, shift, x, x_bf16, x_tf32, y);
         return;
     }
     const unsigned along_row = blocks_for(features, THREADS);
     const unsigned row_cap = cap / along_row > 1 ? cap / along_row : 1;
     dim3 blocks(along_row, (unsigned)rows < row_cap ? (unsigned)rows : row_cap);
     launch_dependent(gather_pixels_kernel, blocks, THREADS, 0, stream, 1, source, rows, features,
-                     scale, shift, x, x_bf16, y);
+                     scale, shift, x, x_bf16, x_tf32, y);
 }

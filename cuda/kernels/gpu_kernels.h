@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "core/backend.h" /* gemm_epilogue, pass_cursor */
@@ -96,10 +97,12 @@ typedef struct {
  * most `rows`, fewer where the pass ends first; the rows of x and y past them are left as
  * they were. max_blocks caps the grid (0: as many blocks as the rows need): a gather that runs
  * beside other kernels takes the spare threads of a few multiprocessors, not all of them.
- * x_bf16 (nullptr: none) gets x's rows rounded to BF16 (nearest even), in the same launch. */
+ * x_bf16 (nullptr: none) gets x's rows rounded to BF16 (nearest even), and x_tf32 (nullptr:
+ * none) rounded to TF32 (ties away) as FP16 (exact for pixel values of zero or at least 2^-14 in
+ * magnitude), in the same launch. */
 void gpu_gather_normalize(cudaStream_t stream, gpu_batch_source source, int rows, int features,
-                          float scale, float shift, float *x, __nv_bfloat16 *x_bf16, uint8_t *y,
-                          unsigned max_blocks);
+                          float scale, float shift, float *x, __nv_bfloat16 *x_bf16,
+                          __half *x_tf32, uint8_t *y, unsigned max_blocks);
 
 /* p2p_all_reduce.cu: data[0..n) = its sum over the ranks, in rank order, on GPUs that read each
  * other's memory (cuda/gpu_p2p.cu maps the buffers and flags below into every rank). Each rank

@@ -13,7 +13,7 @@
  * before its update, in the same pass; each kernel is compiled with it (DECAY) and without, the
  * form launched without decay being the update as it was before decay existed.
  *
- * With a BF16 copy of the parameters (gpu_bf16_copies.h; nullptr: none), each kernel also
+ * With a BF16 copy of the parameters (gpu_narrow_copies.h; nullptr: none), each kernel also
  * writes every parameter it updates to the copy, rounded to nearest even. */
 #include <cmath>
 #include <cstdint>
@@ -21,7 +21,7 @@
 #include <cuda_bf16.h>
 
 #include "libs/cuda_check.h"
-#include "cuda/kernels/bf16_quad.cuh"
+#include "cuda/kernels/narrow_quad.cuh"
 #include "cuda/kernels/dependent_launch.cuh"
 #include "cuda/kernels/gpu_kernels.h"
 

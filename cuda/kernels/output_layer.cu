@@ -28,7 +28,7 @@
  *   puts it beside layer 1's weight gradient, which needs only dh): gpu_output_layer_rows and
  *   gpu_output_layer_sums are the two launches apart.
  *
- * Where asked (--precision bf16: gpu_bf16_copies.h), launch 1 also writes dh rounded to BF16.
+ * Where asked (--precision bf16: gpu_narrow_copies.h), launch 1 also writes dh rounded to BF16.
  *
  * Limits: H ≤ OUTPUT_LAYER_MAX_IN (a lane holds H/32 values of a row), C ≤ 32 (a lane holds
  * every logit), and W with the block's rows must fit in shared memory; the backend checks
