@@ -31,6 +31,7 @@ static const char USAGE[] = /* continued below */
     "              gpu: the GEMM ladder in its order (cuda/gemm/gemm_ladder.h): naive,\n"
     "                   shared, blocked, warptiled, tiled (--impl tiled's), blas (cuBLAS);\n"
     "                   tensor cores: tf32_mma, tf32_wgmma, tiled_tf32, blas_tf32 (TF32);\n"
+    "                   tiled_tf32_fp16_a (TF32, A's TF32 values as FP16, made once);\n"
     "                   tiled_bf16 (FP32 A and B, rounded as they are read); bf16_mma,\n"
     "                   bf16_wgmma, tiled_bf16_stored, blas_bf16 (BF16 A and B, rounded once\n"
     "                   before timing; FP32 C and sums); *_wgmma on Hopper only. vs_blas is\n"

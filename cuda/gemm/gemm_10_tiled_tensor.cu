@@ -100,7 +100,8 @@ struct tensor_tile {
  * Stored BF16 in steps of twice the depth (the bytes of an FP32 stage) was no faster at batch
  * 512 and 2% slower at 2048 (epochs, H100).
  * BLOCKS_PER_SM bounds the registers; the shared memory decides how many blocks fit: 3 of the
- * 64×64 tile, but 2 in BF16 from FP32 operands both K-contiguous (80 KB a block). */
+ * 64×64 tile, 4 with A in FP16, but 2 in BF16 from FP32 operands both K-contiguous (80 KB a
+ * block). */
 using large_tile = tensor_tile<128, 128, 32, 3, 2, 4, 1>; /* warp tile 64×32: 4×4 mma tiles */
 using small_tile = tensor_tile<64, 64, 32, 4, 2, 2, 3>;   /* warp tile 32×32: 2×4 */
 using narrow_tile = tensor_tile<32, 32, 16, 3, 2, 1, 8>;  /* warp tile 16×32: 1×4 */
