@@ -64,7 +64,7 @@ class Settings:
     sweep_epochs: int = 10                 # section 4: the first round's runs (time and accuracy)
     sweep_timing_epochs: int = 3           # section 4: the other rounds' runs (time only)
     sweep_impl: str = "tiled"
-    transfer_batches: list = field(default_factory=lambda: [32, 16, 512])
+    transfer_batches: list = field(default_factory=lambda: [16, 32, 512])
     transfer_epochs: int = 3
     transfer_impl: str = "tiled"
     ladder_cpu_sizes: str = "16:2048"
