@@ -181,13 +181,16 @@ extern "C" bool gpu_gemm_available(const gpu_gemm_rung *rung) {
  * to BF16 (nearest even), or A to TF32 in FP16 (exact but for the few of mlp_bench's random
  * inputs under 2^-14 in magnitude, an error far inside the TF32 bound). */
 static void round_operands_once(gpu_gemm_case *g, gemm_operands operands) {
-    if (operands == OPERANDS_BF16 && !g->a_bf16) {
+    const bool bf16 = operands == OPERANDS_BF16 && !g->a_bf16;
+    const bool fp16_a = operands == OPERANDS_FP16_A && !g->a_fp16;
+    if (!bf16 && !fp16_a) return;
+    if (bf16) {
         CUDA_CHECK(cudaMalloc(&g->a_bf16, std::max<size_t>(g->a_count, 1) * sizeof(__nv_bfloat16)));
         CUDA_CHECK(cudaMalloc(&g->b_bf16, std::max<size_t>(g->b_count, 1) * sizeof(__nv_bfloat16)));
         gpu_round_to_bf16(context.stream, g->a, g->a_count, g->a_bf16);
         gpu_round_to_bf16(context.stream, g->b, g->b_count, g->b_bf16);
     }
-    if (operands == OPERANDS_FP16_A && !g->a_fp16) {
+    if (fp16_a) {
         CUDA_CHECK(cudaMalloc(&g->a_fp16, std::max<size_t>(g->a_count, 1) * sizeof(__half)));
         gpu_round_to_tf32_in_fp16(context.stream, g->a, g->a_count, g->a_fp16);
     }

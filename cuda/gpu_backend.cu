@@ -4,9 +4,10 @@
  * blas implementations differ in their GEMM: the ladder's rung 1 (gemm_1_naive.cu), rung 5
  * (gemm_5_tiled.cu) or cuBLAS, and tiled runs a step's output layer in one operation
  * (output_layer.cu); in TF32 and BF16 (--precision), rung 10 (gemm_10_tiled_tensor.cu) or
- * cuBLAS's reduced-precision compute types; tiled's BF16 reads BF16 copies of its operands,
- * and its TF32 an FP16 copy of the batch, where they are kept (gpu_narrow_copies.h). The fused implementation is the tiled one plus a
- * whole training pass in one persistent kernel (fused_pass.cu), in FP32 only. */
+ * cuBLAS's reduced-precision compute types; tiled's BF16 reads BF16 copies of its operands, and
+ * its TF32 an FP16 copy of the batch, where they are kept (gpu_narrow_copies.h). The fused
+ * implementation is the tiled one plus a whole training pass in one persistent kernel
+ * (fused_pass.cu), in FP32 only. */
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -57,9 +58,6 @@ void apply_epilogue(gpu_state *gpu, float *c, int m, int n, int ldc, const gemm_
     if (epilogue->relu_mask) gpu_relu_backward(gpu->stream, c, epilogue->relu_mask, m, n, ldc);
 }
 
-/* TF32 and BF16 tensor cores: ladder rung 10 (gemm_10_tiled_tensor.cu), rung 5's pipeline and
- * cluster split-K with the epilogue fused, the factors rounded on their way into the tensor cores
- * (no pass over A or B first): the launches of the FP32 step. */
 /* Floats from a stored matrix's first element to past its last: op(X) is rows×cols, X itself
  * cols×rows when transposed, row stride ld. */
 size_t stored_extent(bool trans, int rows, int cols, int ld) {
@@ -67,7 +65,10 @@ size_t stored_extent(bool trans, int rows, int cols, int ld) {
     return rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
 }
 
-/* In TF32, where A has a current copy in FP16 (the batch: gpu_narrow_copies.h) whose rows copy
+/* TF32 and BF16 tensor cores: ladder rung 10 (gemm_10_tiled_tensor.cu), rung 5's pipeline and
+ * cluster split-K with the epilogue fused, the factors rounded on their way into the tensor cores
+ * (no pass over A or B first): the launches of the FP32 step.
+ * In TF32, where A has a current copy in FP16 (the batch: gpu_narrow_copies.h) whose rows copy
  * 16 bytes at a time, rung 10 reads it: half A's bytes, the same bits. */
 void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
@@ -364,7 +365,7 @@ void stamp_destroy(backend *be, timing_stamp *s) {
 
 } // namespace
 
-/* A recording's decisions about BF16 copies (gpu_narrow_copies.h) hold where the copies it found
+/* A recording's decisions about 16-bit copies (gpu_narrow_copies.h) hold where the copies it found
  * current are current whenever it is replayed: it keeps them (assumed), and every replay checks. */
 struct recording {
     cudaGraphExec_t graph;
@@ -376,7 +377,7 @@ namespace {
 /* A recording read the copies of `assumed` as current: they must be so when it is replayed. */
 void require_narrow_copies(gpu_state *gpu, const gpu_narrow_copies_snapshot &assumed, const char *when) {
     if (gpu_narrow_copies_still_current(&gpu->narrow_copies, assumed)) return;
-    std::fprintf(stderr, "mlp_train: internal error: a recorded step %s the BF16 copies it read\n", when);
+    std::fprintf(stderr, "mlp_train: internal error: a recorded step %s the 16-bit copies it read\n", when);
     std::exit(1);
 }
 

@@ -25,6 +25,7 @@
 
 #include "core/dataset.h"
 #include "util/host_memory.h"
+#include "util/tf32.h"
 #include "libs/cuda_check.h"
 #include "cuda/kernels/gpu_kernels.h"
 #include "cuda/gpu_state.h"
@@ -71,17 +72,6 @@ size_t stage_bytes(const batch_feed *f, int rows) {
 }
 
 bool pinned(const batch_feed *f) { return f->options.placement == DATA_HOST_PINNED; }
-
-/* x rounded to TF32 as cvt.rna.tf32.f32 rounds it (rung 10): 10 mantissa bits, to nearest,
- * ties away from zero. */
-float round_tf32(float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    bits = (bits + 0x1000u) & 0xFFFFE000u;
-    std::memcpy(&x, &bits, sizeof bits);
-    return x;
-}
-
 
 void create_batch_buffer(batch_feed *f, int b) {
     const size_t floats = (size_t)f->max_rows * f->data->features;
@@ -351,6 +341,7 @@ gpu_resident_data gpu_feed_resident_data(const batch_feed *f) {
 bool gpu_pixels_fit_tf32_in_fp16(float scale, float shift) {
     for (int pixel = 0; pixel <= UINT8_MAX; pixel++) {
         const float value = std::fabs(round_tf32(std::fmaf((float)pixel, scale, shift)));
+        if (!std::isfinite(value)) return false;
         if (value != 0.0f && !(value >= 0x1p-14f && value <= 65504.0f)) return false;
     }
     return true;

@@ -40,7 +40,7 @@ void gpu_narrow_copy_bind(gpu_narrow_copies *copies, void *copy, const float *or
 }
 
 void gpu_narrow_copy_add_stale(gpu_narrow_copies *copies, void *copy, const float *origin,
-                             size_t count) {
+                               size_t count) {
     set(copies, copy, origin, count, false);
 }
 

@@ -49,7 +49,7 @@ void gpu_narrow_copy_bind(gpu_narrow_copies *copies, void *copy, const float *or
 
 /* The same entry, stale: its copy is there to be written, not yet read. */
 void gpu_narrow_copy_add_stale(gpu_narrow_copies *copies, void *copy, const float *origin,
-                             size_t count);
+                               size_t count);
 
 /* Whether the array of e shares any byte with [p, p + bytes). */
 bool gpu_narrow_copy_overlaps(const gpu_narrow_copy *e, const void *p, size_t bytes);

@@ -46,7 +46,7 @@ struct gpu_state {
     /* tiled and fused: 16-bit copies that the products read where they are current
      * (gpu_narrow_copies.h). --precision bf16: BF16 copies of the batches (gpu_feed.cu), of the
      * output layer's hidden delta and of the parameters; tf32: TF32 copies of the batches, in
-     * FP16. Its format is NARROW_NONE where none are kept. */
+     * FP16. Its format is NARROW_NONE where the implementation and precision keep none. */
     gpu_narrow_copies narrow_copies;
     __nv_bfloat16 *params_bf16;  /* parameters_allocated */
     __nv_bfloat16 *delta_bf16;   /* output_layer_prepare: max_rows × in */

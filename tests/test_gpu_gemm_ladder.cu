@@ -33,6 +33,7 @@
 #include "cuda/gemm/gemm_ladder.h"
 #include "bench/gemm_rungs.h"
 #include "core/rng.h"
+#include "util/tf32.h" /* round_tf32 */
 
 namespace {
 
@@ -53,16 +54,6 @@ constexpr double SUMMATION_BOUND = 1e-5;
 /* Against the reference of the FP32 inputs: rounding both factors of a product to a p-bit
  * mantissa moves it by at most 2·2^-p of its size; twice that (as mlp_bench). */
 const double PRECISION_BOUND[] = {1e-5, 4e-3, 4e-3, 1.6e-2};
-
-/* To TF32 as cvt.rna.tf32.f32 does: 10 mantissa bits, to nearest, ties away from zero. */
-float round_tf32(float x) {
-    if (!std::isfinite(x)) return x;
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    bits = (bits + 0x1000u) & 0xFFFFE000u; /* add half of the last kept bit to the magnitude */
-    std::memcpy(&x, &bits, sizeof bits);
-    return x;
-}
 
 /* To TF32 as the tensor cores read FP32 bits from shared memory: the low 13 bits dropped. */
 float truncate_tf32(float x) {

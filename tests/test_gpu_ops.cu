@@ -21,6 +21,7 @@
 #include "cuda/kernels/gpu_kernels.h"
 #include "output_layer_reference.h"
 #include "core/rng.h"
+#include "util/tf32.h"
 
 namespace {
 
@@ -449,15 +450,6 @@ bool is_bf16_copy(const std::vector<__nv_bfloat16> &copy, const std::vector<floa
     for (size_t i = 0; i < x.size(); i++)
         if (__bfloat16_as_ushort(copy[i]) != __bfloat16_as_ushort(__float2bfloat16_rn(x[i]))) return false;
     return copy.size() == x.size();
-}
-
-/* x rounded to TF32 as cvt.rna.tf32.f32 rounds it: 10 mantissa bits, to nearest, ties away. */
-float round_tf32(float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof bits);
-    bits = (bits + 0x1000u) & 0xFFFFE000u;
-    std::memcpy(&x, &bits, sizeof bits);
-    return x;
 }
 
 /* Whether copy holds x rounded to TF32, each value exactly, as FP16. */

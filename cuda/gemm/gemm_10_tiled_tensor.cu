@@ -1,7 +1,7 @@
 /* Ladder rung 10: rung 5 (gemm_5_tiled.cu) on tensor cores, the TF32 and BF16 GEMM of
  * --impl tiled and fused.
  *
- * What it keeps from rung 5: A and B read from memory (as FP32, or as stored BF16: below) into
+ * What it keeps from rung 5: A and B read from memory (as FP32, or as 16-bit copies: below) into
  * shared memory by a cp.async pipeline (3 stages, 4 for the 64×64 tile); split-K through a thread block cluster's
  * distributed shared memory (no workspace, no second kernel); the epilogue (bias, ReLU, ReLU
  * mask) applied as C is stored; the launch that overlaps the previous kernel's tail. So a step
@@ -67,8 +67,8 @@ template <factor_rounding ROUND> __host__ __device__ constexpr int mma_k() {
  * - Stored BF16 is read by ldmatrix, 8 lines of 16 bytes at a time: lines of BK + 8 or
  *   WIDTH + 8 elements (12, 20, 36 or 68 words: 4 more than a multiple of 8) put those 8
  *   in different banks.
- * - FP16 (TF32 factors) is read an element at a time, as TF32 from FP32, in lines of the same
- *   lengths: a fragment's 32 lanes read 16 different words, two lanes to a word. */
+ * - FP16 (TF32 factors) is read an element at a time, as TF32 from FP32, in lines of BK + 8 or
+ *   WIDTH + 8 halves: a fragment's 32 lanes read 16 different words, two lanes to a word. */
 template <int WIDTH, int BK, bool K_CONTIGUOUS_, factor_rounding ROUND, typename T>
 struct operand_tile {
     static constexpr bool K_CONTIGUOUS = K_CONTIGUOUS_;
@@ -353,7 +353,7 @@ template <factor_rounding ROUND> int chosen_tile(int m, int n, int k) {
     const long large = (long)blocks_for(m, 128) * blocks_for(n, 128);
     const int sms = gemm_multiprocessor_count();
     if (large >= sms) return 128;
-    const bool deep = k >= 256 * MAX_SLICES && 4 * large * MAX_SLICES >= 3L * sms;
+    const bool deep = clusters_available() && k >= 256 * MAX_SLICES && 4 * large * MAX_SLICES >= 3L * sms;
     if (ROUND == ROUND_BF16 && deep) return 128;
     return m < 64 || n < 64 || k < 32 ? 32 : 64;
 }

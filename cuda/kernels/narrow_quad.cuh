@@ -21,7 +21,7 @@ __device__ __forceinline__ void store_bf16_quad(__nv_bfloat16 *copy, size_t q, f
 __device__ __forceinline__ __half tf32_in_fp16(float x) {
     uint32_t bits;
     asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
-    return __float2half_rn(__uint_as_float(bits));
+    return __float2half_rn(__uint_as_float(bits & 0xFFFFE000u)); /* only TF32's 19 bits */
 }
 
 /* copy[4q .. 4q + 3] = tf32_in_fp16(v); copy + 4q must be 8-byte aligned. */
