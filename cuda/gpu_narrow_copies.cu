@@ -19,6 +19,9 @@ void drop(gpu_narrow_copies *copies, int i) {
 }
 
 void set(gpu_narrow_copies *copies, void *copy, const float *origin, size_t count, bool current) {
+    /* one array, one copy: another copy's entry for the same array is dropped */
+    for (int i = copies->count - 1; i >= 0; i--)
+        if (copies->entries[i].origin == origin && copies->entries[i].copy != copy) drop(copies, i);
     gpu_narrow_copy *e = entry_of_copy(copies, copy);
     if (!e) {
         if (copies->count == GPU_NARROW_COPIES_MAX) {
@@ -28,9 +31,6 @@ void set(gpu_narrow_copies *copies, void *copy, const float *origin, size_t coun
         e = &copies->entries[copies->count++];
     }
     *e = gpu_narrow_copy{origin, count, copy, current};
-    /* one array, one copy: another entry of the same array is stale from here on */
-    for (int i = 0; i < copies->count; i++)
-        if (&copies->entries[i] != e && copies->entries[i].origin == origin) copies->entries[i].current = false;
 }
 
 } // namespace

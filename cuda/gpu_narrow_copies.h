@@ -44,7 +44,8 @@ struct gpu_narrow_copies {
 };
 
 /* copy now holds the values of origin[0..count) (the caller has just queued the write of both):
- * the entry of `copy` is made or moved to origin, and current. */
+ * the entry of `copy` is made or moved to origin, and current; another copy's entry for origin
+ * is dropped (one array, one copy). */
 void gpu_narrow_copy_bind(gpu_narrow_copies *copies, void *copy, const float *origin, size_t count);
 
 /* The same entry, stale: its copy is there to be written, not yet read. */

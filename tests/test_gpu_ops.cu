@@ -12,7 +12,6 @@
 #include "libs/cublas_gemm.h"
 #include "libs/cuda_check.h"
 #include "cuda/gpu_backend.h"
-#include "cuda/gpu_state.h" /* gpu_pixels_fit_tf32_in_fp16 */
 #include "cuda/gemm/gemm_ladder.h"
 #include "gpu_test.h"
 #include "device_buffer.cuh"
@@ -749,22 +748,6 @@ void check_gather(int rows, int features, int ahead, int cut, unsigned max_block
           "not x rounded", rows, features, error);
 }
 
-/* The feed's check that FP16 holds a normalization's pixel values rounded to TF32: MNIST's and
- * Fashion-MNIST's do; values under 2^-14 (pixel 1 at scale 1e-6) or over 65504 do not. */
-void check_pixels_fit() {
-    const struct {
-        float scale, shift;
-        bool fits;
-    } cases[] = {{1.0f / (255 * 0.3081f), -0.1307f / 0.3081f, true},
-                 {1.0f / (255 * 0.3530f), -0.2860f / 0.3530f, true},
-                 {1.0f / 255, 0.0f, true},
-                 {1e-6f, 0.0f, false},
-                 {1000.0f, 0.0f, false}};
-    for (const auto &c : cases)
-        CHECK(gpu_pixels_fit_tf32_in_fp16(c.scale, c.shift) == c.fits,
-              "pixels at scale %g, shift %g: said %s FP16", c.scale, c.shift,
-              c.fits ? "not to fit" : "to fit");
-}
 
 /* Everything but the GEMMs and the output layer. */
 void check_other_ops() {
@@ -780,7 +763,6 @@ void check_other_ops() {
     check_column_sums();
     check_sum();
     check_optimizers();
-    check_pixels_fit();
     for (int rows : ROWS)
         for (int features : {1, 17, 20, 784}) {
             check_gather(rows, features, 0, 0, 0);
