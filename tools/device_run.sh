@@ -493,22 +493,21 @@ stage_startup() {
     local status=0 impl
     PYTHONPATH="$root/tools/peers" python3 - "${STARTUP_ROUNDS:-5}" "$build/cuda_floor" "$mlp" "$data" <<'PY' || status=1
 import statistics, sys
-from peer_common import last_line, run_process
+from peer_common import last_line, turning_rounds
 if not sys.argv[1].isdigit() or int(sys.argv[1]) < 1:
     sys.exit(f"startup: STARTUP_ROUNDS must be a positive number, not {sys.argv[1]!r}")
 rounds, floor, mlp, data = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 commands = {"floor": [floor]} | {impl: [mlp, "--device", "gpu", "--impl", impl, "--batch", "512", "--epochs", "10",
                                         "--data", data, "--quiet"] for impl in ("tiled", "fused", "blas")}
 names, walls, failed, context = list(commands), {name: {} for name in commands}, False, ""
+for r, name, done, wall in turning_rounds(commands, rounds, 600):
+    if done is None or done.returncode != 0:
+        failed = True
+        print(f"round {r + 1}: {name} failed: {'timeout' if done is None else last_line(done.stderr or done.stdout)}")
+    else:
+        walls[name][r] = round(1e3 * wall)
+        context = last_line(done.stdout) if name == "floor" else context
 for r in range(rounds):
-    for name in names[r % len(names):] + names[:r % len(names)]:
-        done, wall = run_process(commands[name], 600)
-        if done is None or done.returncode != 0:
-            failed = True
-            print(f"round {r + 1}: {name} failed: {'timeout' if done is None else last_line(done.stderr or done.stdout)}")
-        else:
-            walls[name][r] = round(1e3 * wall)
-            context = last_line(done.stdout) if name == "floor" else context
     print(f"round {r + 1}: " + ", ".join(f"{name} {walls[name][r]} ms" if r in walls[name] else f"{name} failed"
                                          for name in names))
 floors = walls["floor"]

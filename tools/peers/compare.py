@@ -76,7 +76,7 @@ import sys
 from pathlib import Path
 
 import peer_common  # needs no NumPy (this folder is on the path)
-from peer_common import last_line, run_process
+from peer_common import last_line, run_process, turning_rounds
 
 PEER_DIR = Path(__file__).resolve().parent  # the peer scripts, beside this one
 ROOT = PEER_DIR.parent.parent
@@ -565,21 +565,15 @@ def goals(args, summary, wall):
 # ---------------------------------------------------------------------------------------------
 # The whole-process check
 
-def timed_floor(args, failures):
-    """(wall seconds, None) of one cuda_floor process, or (None, why it failed), the reason then
-    also added to failures."""
-    done, wall = run_process([str(args.cuda_floor)], args.timeout)
-    if done is None or done.returncode != 0:
-        why = "cuda_floor: " + ("timeout" if done is None else f"exit {done.returncode}: {last_line(done.stderr)}")
-        failures.append(why)
-        return None, why
-    return wall, None
+def failure(done):
+    """Why a process failed: a timeout (done is None), or its exit status and last line."""
+    return "timeout" if done is None else f"exit {done.returncode}: {last_line(done.stderr)}"
 
 
 def wall_check(args, contenders, rows):
     """Times whole mlp_train processes (10 epochs at batch 512 by default) with the fastest
-    variant at that batch (or --wall-impl), each round beside a cuda_floor process (turning the
-    order each round). Returns a dict for the JSON and the goals."""
+    variant at that batch (or --wall-impl), each round beside a cuda_floor process
+    (turning_rounds). Returns a dict for the JSON and the goals."""
     by_key = {c["key"]: c for c in contenders}
     if args.wall_impl:
         impl, _, graph = args.wall_impl.partition(":")
@@ -592,38 +586,36 @@ def wall_check(args, contenders, rows):
         variant = {"impl": c["impl"], "graph": c["graph"] if c["graph"] == "off" else None, "label": c["label"]}
     # mlp_train's defaults (learning rate included), as a user would run it
     command = mlp_train_command(args, variant["impl"], args.wall_batch, args.wall_epochs, 0, variant["graph"], None)
-    floor_note = None if os.access(args.cuda_floor, os.X_OK) else f"{args.cuda_floor}: no such program"
-    walls, floors, above, accuracies, notes = [], [], [], [], []
-    for run in range(args.wall_runs):
-        floor = None
-        if not floor_note and run % 2 == 0:
-            floor, floor_note = timed_floor(args, notes)
-        done, wall = run_process(command, args.timeout)
-        if not floor_note and run % 2 == 1:
-            floor, floor_note = timed_floor(args, notes)
+    commands = {"floor": [str(args.cuda_floor)]} if os.access(args.cuda_floor, os.X_OK) else {}
+    floor_note = None if commands else f"{args.cuda_floor}: no such program"
+    commands["mlp_train"] = command
+    floors, walls, accuracies, notes = {}, {}, {}, []
+    for run, name, done, wall in turning_rounds(commands, args.wall_runs, args.timeout):
         if done is None or done.returncode != 0:
-            notes.append("timeout" if done is None else f"exit {done.returncode}: {last_line(done.stderr)}")
-            continue
-        try:
-            accuracies.append(json.loads(done.stdout)["test_accuracy"])
-        except (ValueError, KeyError):
-            notes.append("unreadable JSON")
-            continue
-        walls.append(wall)
-        if floor is not None:
-            floors.append(floor)
-            above.append(wall - floor)
-        log(f"wall check {run + 1}/{args.wall_runs}: {wall:.3f} s"
-            + (f" (floor {floor:.3f} s)" if floor is not None else "")
-            + f", test accuracy {100 * accuracies[-1]:.2f}%")
+            notes.append(("cuda_floor: " if name == "floor" else "") + failure(done))
+            floor_note = notes[-1] if name == "floor" else floor_note
+        elif name == "floor":
+            floors[run] = wall
+        else:
+            try:
+                accuracies[run] = json.loads(done.stdout)["test_accuracy"]
+                walls[run] = wall
+            except (ValueError, KeyError):
+                notes.append("unreadable JSON")
+    for run in walls:
+        log(f"wall check {run + 1}/{args.wall_runs}: {walls[run]:.3f} s"
+            + (f" (floor {floors[run]:.3f} s)" if run in floors else "")
+            + f", test accuracy {100 * accuracies[run]:.2f}%")
     if not walls:
         return {"variant": variant["label"], "command": command, "note": "; ".join(notes) or "no run",
                 "failures": notes}
-    paired = bool(above) and not floor_note  # a floor beside every round
-    return {"variant": variant["label"], "command": command, "walls_s": walls, "median_s": statistics.median(walls),
-            "floor_walls_s": floors, "floor_note": floor_note,
-            "median_above_floor_s": statistics.median(above) if paired else None,
-            "test_accuracies": accuracies, "min_test_accuracy": min(accuracies), "failures": notes}
+    above = [walls[run] - floors[run] for run in walls if run in floors]
+    return {"variant": variant["label"], "command": command, "walls_s": list(walls.values()),
+            "median_s": statistics.median(walls.values()), "floor_walls_s": list(floors.values()),
+            "floor_note": floor_note,
+            "median_above_floor_s": statistics.median(above) if above and not floor_note else None,
+            "test_accuracies": list(accuracies.values()), "min_test_accuracy": min(accuracies.values()),
+            "failures": notes}
 
 
 def wall_line(wall):

@@ -4,8 +4,8 @@ mlp_train's normalization, its default learning rate, its weight initialization 
 command-line options and the JSON they print.
 
 Imported by the peer scripts (they run from tools/peers/, so it is on their path) and by the
-tools that run them, tools/peers/compare.py and tools/speedrun.py (default_learning_rate,
-run_process, last_line: none needs NumPy). NumPy is imported lazily: those tools run without it.
+tools that run them, tools/peers/compare.py, tools/speedrun.py and tools/device_run.sh's
+startup stage (default_learning_rate, run_process, turning_rounds, last_line: none needs NumPy). NumPy is imported lazily: those tools run without it.
 """
 import copy
 import json
@@ -39,6 +39,17 @@ def run_process(command, timeout):
     except OSError as error:  # no such program
         return subprocess.CompletedProcess(command, 127, "", str(error)), time.monotonic() - start
     return done, time.monotonic() - start
+
+
+def turning_rounds(commands, rounds, timeout):
+    """Runs each command (name -> argv) once a round, `rounds` times, the order turned by one each
+    round so that no program always runs first or last and each round's runs are of the same
+    minute; yields (round, name, CompletedProcess or None on timeout, wall seconds)."""
+    names = list(commands)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            done, wall = run_process(commands[name], timeout)
+            yield r, name, done, wall
 
 
 def absent(program, why):
