@@ -65,19 +65,32 @@ size_t stored_extent(bool trans, int rows, int cols, int ld) {
     return rows == 0 || cols == 0 ? 0 : (size_t)(rows - 1) * ld + cols;
 }
 
+/* The current 16-bit copy of op(X) (rows×cols, row stride ld; gpu_narrow_copies.h), if its rows
+ * copy 16 bytes at a time; else nullptr, and the product reads X (unaligned, a copy would go
+ * element by element, slower than the FP32 array's 16-byte copies). */
+template <typename T>
+const T *aligned_copy(gpu_state *gpu, const float *x, bool trans, int rows, int cols, int ld) {
+    const T *copy = static_cast<const T *>(
+        gpu_narrow_copy_of(&gpu->narrow_copies, x, stored_extent(trans, rows, cols, ld)));
+    return copy && vectors_aligned(copy, ld) ? copy : nullptr;
+}
+
+/* C (m×n, row stride ldc) is about to be written without a copy. */
+void c_written(gpu_state *gpu, const float *c, int m, int n, int ldc) {
+    gpu_narrow_copies_written(&gpu->narrow_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
+}
+
 /* TF32 and BF16 tensor cores: ladder rung 10 (gemm_10_tiled_tensor.cu), rung 5's pipeline and
  * cluster split-K with the epilogue fused, the factors rounded on their way into the tensor cores
- * (no pass over A or B first): the launches of the FP32 step.
- * In TF32, where A has a current copy in FP16 (the batch: gpu_narrow_copies.h) whose rows copy
- * 16 bytes at a time, rung 10 reads it: half A's bytes, the same bits. */
+ * (no pass over A or B first): the launches of the FP32 step. Where the operands have copies,
+ * rung 10 reads those: half the bytes, the same bits. In TF32 only A can (the batch, in FP16). */
 void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc, const gemm_epilogue *epilogue) {
     gpu_state *gpu = gpu_of(be);
-    const __half *a16 = static_cast<const __half *>(
-        gpu_narrow_copy_of(&gpu->narrow_copies, a, stored_extent(ta, m, k, lda)));
-    gpu_narrow_copies_written(&gpu->narrow_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
-    if (a16 && vectors_aligned(a16, lda))
+    const __half *a16 = aligned_copy<__half>(gpu, a, ta, m, k, lda);
+    c_written(gpu, c, m, n, ldc);
+    if (a16)
         gpu_gemm_tiled_tf32_fp16_a(gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b, ldb, beta, c,
                                    ldc, epilogue);
     else
@@ -85,19 +98,15 @@ void gemm_tiled_tf32(backend *be, bool ta, bool tb, int m, int n, int k, float a
                             epilogue);
 }
 
-/* In BF16, where A and B both have current BF16 copies (gpu_narrow_copies.h) whose rows copy 16
- * bytes at a time, rung 10 reads those: half the bytes, the same bits. (Unaligned, the copies
- * would go element by element, slower than the FP32 arrays' 16-byte copies.) */
+/* In BF16 both A and B need copies. */
 void gemm_tiled_bf16(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc, const gemm_epilogue *epilogue) {
     gpu_state *gpu = gpu_of(be);
-    const __nv_bfloat16 *a16 = static_cast<const __nv_bfloat16 *>(
-        gpu_narrow_copy_of(&gpu->narrow_copies, a, stored_extent(ta, m, k, lda)));
-    const __nv_bfloat16 *b16 = static_cast<const __nv_bfloat16 *>(
-        gpu_narrow_copy_of(&gpu->narrow_copies, b, stored_extent(tb, k, n, ldb)));
-    gpu_narrow_copies_written(&gpu->narrow_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
-    if (a16 && b16 && vectors_aligned(a16, lda) && vectors_aligned(b16, ldb))
+    const __nv_bfloat16 *a16 = aligned_copy<__nv_bfloat16>(gpu, a, ta, m, k, lda);
+    const __nv_bfloat16 *b16 = aligned_copy<__nv_bfloat16>(gpu, b, tb, k, n, ldb);
+    c_written(gpu, c, m, n, ldc);
+    if (a16 && b16)
         gpu_gemm_tiled_bf16_stored(gpu->stream, ta, tb, m, n, k, alpha, a16, lda, b16, ldb, beta,
                                    c, ldc, epilogue);
     else
