@@ -227,7 +227,17 @@ long largest_gemm_volume() {
 
 /* Every GEMM of GEMMS whose name starts with "tiled(" (the rung training runs: tiled = true), or
  * every other one. */
-void check_gemms(bool tiled) {
+/* The GEMMs of GEMMS by family, so that compute-sanitizer's racecheck can take them a family at
+ * a time: rung 5 (tiled), rung 3 (blocked), the rest (naive, shared, cuBLAS). */
+enum gemm_family { FAMILY_TILED, FAMILY_BLOCKED, FAMILY_OTHERS };
+
+gemm_family family_of(const gemm_impl &impl) {
+    if (std::strncmp(impl.name, "tiled(", 6) == 0) return FAMILY_TILED;
+    if (std::strncmp(impl.name, "blocked(", 8) == 0) return FAMILY_BLOCKED;
+    return FAMILY_OTHERS;
+}
+
+void check_gemms(gemm_family family) {
     const gemm_case cases[] = {
         {1, 1, 1, 0, 0},        {2, 3, 4, 0, 0},        {17, 33, 65, 0, 0},     {1000, 3, 7, 0, 0},
         {7, 1000, 3, 0, 0},     {64, 784, 256, 0, 0},   {129, 257, 513, 0, 0},  {512, 256, 784, 0, 0},
@@ -249,7 +259,7 @@ void check_gemms(bool tiled) {
             for (bool accumulate : {false, true}) {
                 gemm_problem problem = make_gemm_problem(t & 1, t & 2, g, accumulate);
                 for (const gemm_impl &impl : GEMMS) {
-                    if ((std::strncmp(impl.name, "tiled(", 6) == 0) != tiled) continue;
+                    if (family_of(impl) != family) continue;
                     if (impl.launch == naive_launcher && t != 0 && volume > 100000000L) continue; /* slow */
                     check_gemm(impl, problem);
                 }
@@ -776,8 +786,9 @@ void check_other_ops() {
 const struct {
     const char *name;
     void (*check)();
-} PARTS[] = {{"gemm_tiled", [] { check_gemms(true); }},
-             {"gemm_others", [] { check_gemms(false); }},
+} PARTS[] = {{"gemm_tiled", [] { check_gemms(FAMILY_TILED); }},
+             {"gemm_blocked", [] { check_gemms(FAMILY_BLOCKED); }},
+             {"gemm_others", [] { check_gemms(FAMILY_OTHERS); }},
              {"gemm_epilogue", check_gemm_epilogues},
              {"output_layer", check_output_layers},
              {"other", check_other_ops}};
@@ -803,8 +814,8 @@ int main() {
     CUDA_CHECK(cudaMalloc(&workspace.data, workspace.floats * sizeof(float)));
     softmax_scratch = gpu_softmax_scratch_create();
     const char *part = std::getenv("MLP_TEST_PART");
-    CHECK(check_parts(part), "MLP_TEST_PART=%s: no such part (gemm_tiled, gemm_others, gemm_epilogue, "
-                             "output_layer, other, all)",
+    CHECK(check_parts(part), "MLP_TEST_PART=%s: no such part (gemm_tiled, gemm_blocked, gemm_others, "
+                             "gemm_epilogue, output_layer, other, all)",
           part);
     cublas_gemm_handle_destroy(cublas);
     CUDA_CHECK(cudaFree(workspace.data));

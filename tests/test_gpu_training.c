@@ -353,20 +353,46 @@ static void check_resident_feed(uint64_t seed) {
     be->destroy(be);
 }
 
-int main(void) {
-    uint64_t seed = gpu_test_start("test_gpu_training");
-    /* MLP_TEST_PART=fused: only the fused kernel's checks (for compute-sanitizer's racecheck) */
-    const char *part = getenv("MLP_TEST_PART");
-    if (part && strcmp(part, "fused") == 0) {
-        check_fused_pass(seed);
-        return test_exit_status("test_gpu_training");
-    }
+static void check_trainings(uint64_t seed) {
     for (int i = 0; i < 4; i++) check_implementation(IMPLS[i], seed);
+}
+
+static void check_recordings(uint64_t seed) {
     for (int i = 0; i < 3; i++) check_recorded_steps(IMPLS[i], seed);
-    check_fused_pass(seed);
+}
+
+static void check_others(uint64_t seed) {
     check_fused_rule(seed);
     check_feeds(seed);
     check_resident_feed(seed);
     check_precisions(seed);
+}
+
+/* The test in parts, which MLP_TEST_PART picks one of (compute-sanitizer is slow:
+ * tools/device_run.sh runs the parts side by side); unset or "all": every part. */
+static const struct {
+    const char *name;
+    void (*check)(uint64_t seed);
+} PARTS[] = {{"trainings", check_trainings},
+             {"recorded", check_recordings},
+             {"fused", check_fused_pass},
+             {"others", check_others}};
+
+/* False if `part` names none of PARTS (nor "all"). */
+static bool check_parts(const char *part, uint64_t seed) {
+    bool all = !part || strcmp(part, "all") == 0, found = all;
+    for (size_t i = 0; i < sizeof PARTS / sizeof PARTS[0]; i++)
+        if (all || strcmp(part, PARTS[i].name) == 0) {
+            PARTS[i].check(seed);
+            found = true;
+        }
+    return found;
+}
+
+int main(void) {
+    uint64_t seed = gpu_test_start("test_gpu_training");
+    const char *part = getenv("MLP_TEST_PART");
+    CHECK(check_parts(part, seed), "MLP_TEST_PART=%s: no such part (trainings, recorded, fused, others, all)",
+          part);
     return test_exit_status("test_gpu_training");
 }

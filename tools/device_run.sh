@@ -137,22 +137,23 @@ start_sanitizer() {
 # run keeps one CPU core busy with the GPU mostly idle: the runs go side by side, then their
 # results are read in order.
 stage_sanitize() {
-    local tools=" ${SANITIZE_TOOLS:-memcheck racecheck initcheck} " tool test part names=()
+    local tools=" ${SANITIZE_TOOLS:-memcheck racecheck initcheck} " tool test part parts shapes name names=()
     for tool in $tools; do
         for test in test_gpu_ops test_gpu_training test_gpu_kernels; do
-            part=all
-            [ "$tool" = racecheck ] && [ "$test" = test_gpu_training ] && part=fused # the rest: same kernels as test_gpu_ops
+            parts=all shapes=small
+            [ "$tool" = racecheck ] && [ "$test" = test_gpu_training ] && parts=fused # the rest: same kernels as test_gpu_ops
             [ "$tool" = initcheck ] && [ "$test" = test_gpu_kernels ] && continue # inputs all uploaded
-            if [ "$tool" = racecheck ] && [ "$test" = test_gpu_ops ]; then # over 470 s whole, and its
-                # GEMMs alone over 420 s on the small shapes: the tiny ones there
-                for part in gemm_tiled gemm_others gemm_epilogue output_layer other; do
-                    MLP_TEST_PART=$part MLP_TEST_SHAPES=tiny start_sanitizer "${tool}_${test}_$part" "$tool" "$build/$test"
-                    names+=("${tool}_${test}_$part")
-                done
-                continue
-            fi
-            MLP_TEST_PART=$part MLP_TEST_SHAPES=small start_sanitizer "${tool}_$test" "$tool" "$build/$test"
-            names+=("${tool}_$test")
+            # whole, these ran past 450 s side by side with the others: in parts (racecheck's GEMMs
+            # also on the tiny shapes)
+            [ "$tool" = racecheck ] && [ "$test" = test_gpu_ops ] &&
+                parts="gemm_tiled gemm_blocked gemm_others gemm_epilogue output_layer other" shapes=tiny
+            [ "$tool" = initcheck ] && [ "$test" = test_gpu_training ] && parts="trainings recorded fused others"
+            for part in $parts; do
+                name=${tool}_$test
+                [ "$parts" = all ] || name+=_$part
+                MLP_TEST_PART=$part MLP_TEST_SHAPES=$shapes start_sanitizer "$name" "$tool" "$build/$test"
+                names+=("$name")
+            done
         done
     done
     if [[ "$tools" == *" memcheck "* ]]; then
