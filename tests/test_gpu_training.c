@@ -4,8 +4,9 @@
  * bit-for-bit repeatability (no floating-point atomics anywhere), identical results from every
  * batch feed and from recorded (CUDA graph) and directly queued steps, the resident feed's
  * batches (each gathered ahead) against the host's, the fused persistent
- * kernel against the CPU on odd shapes, and training in TF32 and BF16 (--precision) tracking
- * FP32. Exits 77 without a GPU. */
+ * kernel against the CPU on odd shapes, training in TF32 and BF16 (--precision) tracking
+ * FP32, and TF32's products reading the batch from its FP16 copy. Exits 77 without a GPU. */
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +354,80 @@ static void check_resident_feed(uint64_t seed) {
     be->destroy(be);
 }
 
+/* C = X·W on the backend, X the batch (ROWS×features), W features×COLS; C comes back in got. */
+enum { COPY_ROWS = 16, COPY_COLS = 24 };
+static void batch_product(backend *be, const float *x, int features, const float *w, float *c,
+                          float *got) {
+    be->gemm(be, false, false, COPY_ROWS, COPY_COLS, features, 1.0f, x, features, w, COPY_COLS, 0.0f,
+             c, COPY_COLS, NULL);
+    be->download(be, got, c, sizeof(float) * COPY_ROWS * COPY_COLS);
+}
+
+/* TF32's products read the batch from its FP16 copy while that copy is current
+ * (cuda/gpu_narrow_copies.h): the batch's FP32 rows are cleared behind the backend's back and
+ * X·W must not change; once an upload through the backend has written them, the copy is stale
+ * and X·W reads the zeros. In FP32, which keeps no copy, X·W reads the zeros at once: the
+ * control that shows the check tells the two paths apart. */
+static void check_tf32_reads_batch_copy(uint64_t seed) {
+    enum { SAMPLES = 40 };
+    static const gemm_precision precisions[] = {PRECISION_TF32, PRECISION_FP32};
+    for (int p = 0; p < 2; p++) {
+        const char *name = gemm_precision_name(precisions[p]);
+        backend *be = gpu_backend_create("tiled", 0, precisions[p]);
+        dataset data;
+        synthetic_dataset(&data, SAMPLES, seed);
+        const int features = data.features;
+        batch_feed *feed = be->feed_create(be, &data, COPY_ROWS, (feed_options){DATA_RESIDENT, false});
+        pass_cursor *cursor = be->alloc(be, sizeof(pass_cursor));
+        int32_t order[SAMPLES];
+        for (int i = 0; i < SAMPLES; i++) order[i] = i;
+        be->feed_start_pass(feed, order, SAMPLES);
+        pass_cursor start = {0, 0};
+        be->upload(be, cursor, &start, sizeof start);
+        batch_view batch = be->feed_next(feed, COPY_ROWS, cursor);
+
+        const size_t w_count = (size_t)features * COPY_COLS, x_bytes = sizeof(float) * COPY_ROWS * features;
+        float *w_host = malloc(sizeof(float) * w_count), *zeros = calloc(1, x_bytes);
+        rng r = rng_create(seed, 3000u);
+        for (size_t i = 0; i < w_count; i++) w_host[i] = rng_uniform_range(&r, -1.0f, 1.0f);
+        float *w = be->alloc(be, sizeof(float) * w_count), *c = be->alloc(be, sizeof(float) * COPY_ROWS * COPY_COLS);
+        be->upload(be, w, w_host, sizeof(float) * w_count);
+        float before[COPY_ROWS * COPY_COLS], cleared[COPY_ROWS * COPY_COLS], uploaded[COPY_ROWS * COPY_COLS];
+        batch_product(be, batch.x, features, w, c, before);
+        be->synchronize(be);
+        CHECK(cudaMemset((void *)batch.x, 0, x_bytes) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess,
+              "gpu tiled in %s: clearing the batch failed", name);
+        batch_product(be, batch.x, features, w, c, cleared);
+        be->upload(be, (void *)batch.x, zeros, x_bytes);
+        batch_product(be, batch.x, features, w, c, uploaded);
+
+        double size = 0.0, cleared_size = 0.0, uploaded_size = 0.0;
+        for (int i = 0; i < COPY_ROWS * COPY_COLS; i++) {
+            size += fabs(before[i]);
+            cleared_size += fabs(cleared[i]);
+            uploaded_size += fabs(uploaded[i]);
+        }
+        CHECK(size > 0.0 && uploaded_size == 0.0, "gpu tiled in %s: X·W sums to %g in magnitude, then %g "
+              "after an upload of zeros to X (want > 0, then 0)", name, size, uploaded_size);
+        if (precisions[p] == PRECISION_TF32)
+            CHECK(memcmp(before, cleared, sizeof before) == 0,
+                  "gpu tiled in TF32: X·W changed when X's FP32 rows were cleared behind the backend "
+                  "(%g in magnitude, from %g): the product did not read the batch's FP16 copy",
+                  cleared_size, size);
+        else
+            CHECK(cleared_size == 0.0, "gpu tiled in FP32: X·W sums to %g in magnitude with X cleared: "
+                  "it did not read X", cleared_size);
+        free(w_host);
+        free(zeros);
+        be->release(be, w);
+        be->release(be, c);
+        be->release(be, cursor);
+        be->feed_destroy(feed);
+        dataset_free(&data);
+        be->destroy(be);
+    }
+}
+
 static void check_trainings(uint64_t seed) {
     for (int i = 0; i < 4; i++) check_implementation(IMPLS[i], seed);
 }
@@ -366,6 +441,7 @@ static void check_others(uint64_t seed) {
     check_feeds(seed);
     check_resident_feed(seed);
     check_precisions(seed);
+    check_tf32_reads_batch_copy(seed);
 }
 
 /* The test in parts, which MLP_TEST_PART picks one of (compute-sanitizer is slow:
