@@ -225,8 +225,6 @@ long largest_gemm_volume() {
     return LONG_MAX;
 }
 
-/* Every GEMM of GEMMS whose name starts with "tiled(" (the rung training runs: tiled = true), or
- * every other one. */
 /* The GEMMs of GEMMS by family, so that compute-sanitizer's racecheck can take them a family at
  * a time: rung 5 (tiled), rung 3 (blocked), the rest (naive, shared, cuBLAS). */
 enum gemm_family { FAMILY_TILED, FAMILY_BLOCKED, FAMILY_OTHERS };

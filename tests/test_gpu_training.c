@@ -354,7 +354,8 @@ static void check_resident_feed(uint64_t seed) {
     be->destroy(be);
 }
 
-/* C = X·W on the backend, X the batch (ROWS×features), W features×COLS; C comes back in got. */
+/* C = X·W on the backend, X the batch (COPY_ROWS×features), W features×COPY_COLS; C comes back
+ * in got. */
 enum { COPY_ROWS = 16, COPY_COLS = 24 };
 static void batch_product(backend *be, const float *x, int features, const float *w, float *c,
                           float *got) {
@@ -367,7 +368,8 @@ static void batch_product(backend *be, const float *x, int features, const float
  * (cuda/gpu_narrow_copies.h): the batch's FP32 rows are cleared behind the backend's back and
  * X·W must not change; once an upload through the backend has written them, the copy is stale
  * and X·W reads the zeros. In FP32, which keeps no copy, X·W reads the zeros at once: the
- * control that shows the check tells the two paths apart. */
+ * control that shows the check tells the two paths apart. (The synthetic pixels, p/255 − 0.5,
+ * are all at least 2^-14 in magnitude, so the feed keeps the copy.) */
 static void check_tf32_reads_batch_copy(uint64_t seed) {
     enum { SAMPLES = 40 };
     static const gemm_precision precisions[] = {PRECISION_TF32, PRECISION_FP32};
