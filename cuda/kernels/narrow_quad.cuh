@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "cuda/gemm/mma_sync.cuh" /* tf32_bits */
+
 /* copy[4q .. 4q + 3] = v rounded to BF16 (nearest even); copy + 4q must be 8-byte aligned. */
 __device__ __forceinline__ void store_bf16_quad(__nv_bfloat16 *copy, size_t q, float4 v) {
     const __nv_bfloat162 low = __floats2bfloat162_rn(v.x, v.y), high = __floats2bfloat162_rn(v.z, v.w);
@@ -19,9 +21,7 @@ __device__ __forceinline__ void store_bf16_quad(__nv_bfloat16 *copy, size_t q, f
 /* x rounded to TF32 as rung 10 rounds its factors (cvt.rna: 10 mantissa bits, to nearest, ties
  * away from zero), as an FP16: exact where that is zero or from 2^-14 to 65504 in magnitude. */
 __device__ __forceinline__ __half tf32_in_fp16(float x) {
-    uint32_t bits;
-    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(bits) : "f"(x));
-    return __float2half_rn(__uint_as_float(bits & 0xFFFFE000u)); /* only TF32's 19 bits */
+    return __float2half_rn(__uint_as_float(tf32_bits(x) & 0xFFFFE000u)); /* only TF32's 19 bits */
 }
 
 /* copy[4q .. 4q + 3] = tf32_in_fp16(v); copy + 4q must be 8-byte aligned. */

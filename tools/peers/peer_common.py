@@ -5,7 +5,8 @@ command-line options and the JSON they print.
 
 Imported by the peer scripts (they run from tools/peers/, so it is on their path) and by the
 tools that run them, tools/peers/compare.py, tools/speedrun.py and tools/device_run.sh's
-startup stage (default_learning_rate, run_process, turning_rounds, last_line: none needs NumPy). NumPy is imported lazily: those tools run without it.
+startup stage (default_learning_rate, run_process, turning_rounds, last_line: none needs
+NumPy). NumPy is imported lazily: those tools run without it.
 """
 import copy
 import json
