@@ -60,6 +60,8 @@ void bf16_wgmma(const gpu_gemm_call *x) {
     else
         gpu_gemm_bf16_wgmma(workspace(x), BF16_ARGS);
 }
+void tf32_wgmma_tma(const gpu_gemm_call *x) { gpu_gemm_tf32_wgmma_tma(workspace(x), FP32_ARGS); }
+void bf16_wgmma_tma(const gpu_gemm_call *x) { gpu_gemm_bf16_wgmma_tma(workspace(x), BF16_ARGS); }
 template <gemm_precision P> void tiled_tensor(const gpu_gemm_call *x) {
     gpu_gemm_tiled_tensor_with_plan(P, x->plan_rows, x->plan_cols, x->plan_splits, FP32_ARGS);
 }
@@ -98,11 +100,13 @@ extern "C" const gpu_gemm_rung GPU_GEMM_RUNGS[] = {
     {"tf32_wgmma", 9, PRECISION_TF32, FP32,  true,  true,  tf32_wgmma,  nullptr,                 true},
     {"tiled_tf32", 10, PRECISION_TF32, FP32, false, false, tiled_tensor<PRECISION_TF32>, gpu_gemm_tiled_tensor_has_tile, true},
     {"tiled_tf32_fp16_a", 10, PRECISION_TF32, FP16_A, false, false, tiled_tf32_fp16_a, gpu_gemm_tiled_tensor_has_tile, true},
+    {"tf32_wgmma_tma", 11, PRECISION_TF32, FP32, true, true, tf32_wgmma_tma, nullptr,         false},
     {"blas_tf32",  0, PRECISION_TF32, FP32,  false, false, cublas_tf32, nullptr,                 false},
     {"bf16_mma",   7, PRECISION_BF16, BF16,  false, false, bf16_mma,    nullptr,                 true},
     {"bf16_wgmma", 8, PRECISION_BF16, BF16,  false, true,  bf16_wgmma,  nullptr,                 true},
     {"tiled_bf16", 10, PRECISION_BF16, FP32, false, false, tiled_tensor<PRECISION_BF16>, gpu_gemm_tiled_tensor_has_tile, true},
     {"tiled_bf16_stored", 10, PRECISION_BF16, BF16, false, false, tiled_bf16_stored, gpu_gemm_tiled_tensor_has_tile, true},
+    {"bf16_wgmma_tma", 11, PRECISION_BF16, BF16, false, true, bf16_wgmma_tma, nullptr,        false},
     {"blas_bf16",  0, PRECISION_BF16, BF16,  false, false, cublas_bf16, nullptr,                 false},
 };
 extern "C" const int GPU_GEMM_RUNG_COUNT = sizeof GPU_GEMM_RUNGS / sizeof GPU_GEMM_RUNGS[0];

@@ -43,7 +43,7 @@ typedef enum {
 
 typedef struct {
     const char *name;         /* mlp_bench --impl */
-    int rung;                 /* its place on the ladder, 1 to 10; 0: the library (cuBLAS) */
+    int rung;                 /* its place on the ladder, 1 to 11; 0: the library (cuBLAS) */
     gemm_precision precision; /* of the products */
     gemm_operands operands;
     bool truncates_tf32;      /* its tensor cores truncate FP32 to TF32 (wgmma), not round */

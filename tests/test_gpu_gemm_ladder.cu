@@ -340,6 +340,9 @@ void check_ladder(bool hopper) {
         /* TF32 wgmma: operands laid out K-major in the workspace (alone; beside 3 K slices'
          * partial sums) */
         {1030, 1100, 4, 1, 0}, {1100, 1030, 300, 3, 1},
+        /* TMA (rung 11): row strides 16-byte aligned in BF16 and FP32 in all four layouts, the
+         * edges of the 128×256 tile and of a K step inside, or K shorter than one step */
+        {136, 264, 72, 0, 0},  {8, 16, 24, 0, 0},
     };
     const char *shapes = std::getenv("MLP_TEST_SHAPES");
     const long max_volume = !shapes                          ? LONG_MAX

@@ -559,7 +559,7 @@ stage_ladder() {
     tail -1 "$out/ladder_test.log"
     "$build/mlp_bench" gemm --device gpu --sizes 256:4096 --shape 4096,4096,4096,NT --mlp-shapes --quiet \
         --csv "$out/ladder.csv" \
-        --impl warptiled,tiled,blas,tf32_mma,tf32_wgmma,tiled_tf32,tiled_tf32_fp16_a,blas_tf32,bf16_mma,bf16_wgmma,tiled_bf16,tiled_bf16_stored,blas_bf16 \
+        --impl warptiled,tiled,blas,tf32_mma,tf32_wgmma,tf32_wgmma_tma,tiled_tf32,tiled_tf32_fp16_a,blas_tf32,bf16_mma,bf16_wgmma,bf16_wgmma_tma,tiled_bf16,tiled_bf16_stored,blas_bf16 \
         >"$out/ladder.txt" 2>&1 || status=1
     grep FAILED "$out/ladder.txt" | head -10
     python3 tools/tables/bench_table.py "$out/ladder.csv" --shape-contains 1024x1024x1024 \

@@ -1,8 +1,8 @@
 /* The GEMM ladder: one rung per file, in the order a reader climbs it, each next to the one
  * before it and next to cuBLAS (docs/kernels.md, "The GEMM ladder"). The number in a file's name
  * is its place. Training runs rung 1 (--impl naive), rung 5 (--impl tiled and fused) and, with
- * --precision tf32 or bf16, rung 10; rungs 2 to 4 and 6 to 9 are built into mlp_bench and the
- * tests only.
+ * --precision tf32 or bf16, rung 10; rungs 2 to 4, 6 to 9 and 11 are built into mlp_bench and
+ * the tests only.
  * bench/gemm_rungs.h lists every rung once for mlp_bench and tests/test_gpu_gemm_ladder.cu.
  *
  * The contract of every rung (GPU_GEMM_ARGS): C = alpha · op(A) · op(B) + beta · C, row-major,
@@ -83,7 +83,7 @@ void gpu_gemm_tf32_mma_with_splits(int splits, gpu_gemm_workspace workspace, GPU
 void gpu_gemm_bf16_mma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
 void gpu_gemm_bf16_mma_with_splits(int splits, gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
 
-/* Hopper only: rungs 8 and 9 use wgmma, the warpgroup MMA that reads A and B from shared memory
+/* Hopper only: rungs 8, 9 and 11 use wgmma, the warpgroup MMA that reads A and B from shared memory
  * (compiled for sm_90a alone). They exit with a message on another GPU: ask
  * gpu_gemm_wgmma_available() first (the current device has compute capability 9.0). */
 bool gpu_gemm_wgmma_available();
@@ -122,6 +122,14 @@ void gpu_gemm_tiled_tf32_fp16_a(GPU_GEMM_FP16_A_ARGS, const gemm_epilogue *epilo
 void gpu_gemm_tiled_tf32_fp16_a_with_plan(int tile_rows, int tile_cols, int splits,
                                           GPU_GEMM_FP16_A_ARGS,
                                           const gemm_epilogue *epilogue = nullptr);
+
+/* 11. gemm_11_wgmma_tma.cu, Hopper only: rungs 8 and 9 fed by TMA copies from a producer
+ *     warpgroup into 4 stages, 128×256 tiles, no split-K (for products of a wave of tiles or
+ *     more). BF16 takes rung 8's contract, TF32 rung 9's; where TMA cannot map an operand (an
+ *     unaligned base or row stride) or K is 0, the rung before takes the product, and so does
+ *     rung 9 in TF32 where the workspace has no room for the K-major copies. */
+void gpu_gemm_bf16_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
+void gpu_gemm_tf32_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 
 /* Helpers of the rungs. transpose.cu: out (cols×rows, row stride rows) = xᵀ, x rows×cols with
  * row stride ld. round_to_16_bits.cu: out[i] = x[i] rounded to the nearest BF16 (ties to even),

@@ -1,0 +1,355 @@
+/* Ladder rung 11, Hopper only (sm_90a): rungs 8 and 9's wgmma, fed by the Tensor Memory
+ * Accelerator and a producer warpgroup instead of every thread's cp.async. BF16 (rung 8's
+ * contract: BF16 A and B) and TF32 (rung 9's: FP32 A and B, read by the tensor cores as TF32,
+ * truncated); FP32 C and sums in both.
+ *
+ * Block tile 128×256, one 128-byte row of K per step (BK = 64 BF16 or 32 FP32), 4 stages of
+ * 48 KB, one block per multiprocessor, three warpgroups:
+ *   producer (warpgroup 0, one thread): for each step, waits until its stage is free (the
+ *     stage's `empty` barrier), announces the stage's bytes on its `full` barrier and starts
+ *     the TMA copies of the A and B tiles, which land in the 128-byte swizzle wgmma reads and
+ *     complete that barrier themselves;
+ *   consumers (warpgroups 1 and 2, rows 64c..64c+63 of the tile): for each step, wait on
+ *     `full`, issue wgmma m64n256 over the stage and keep it in flight while they wait for the
+ *     step before it, then free that one's stage (`empty`).
+ * No thread copies, and no barrier joins the whole block inside the loop. The design and its
+ * measurements: docs/kernels.md, "Design notes: gemm_11_wgmma_tma.cu".
+ *
+ * TMA needs what it reads described by a tensor map: a 16-byte aligned base and row stride. An
+ * operand without them, or K = 0, goes to the rung before (gemm_8_bf16_wgmma.cu,
+ * gemm_9_tf32_wgmma.cu), whose element-by-element paths take any layout. TF32 wgmma reads
+ * K-major tiles only: an operand that is not K-major is first transposed into the workspace
+ * (transpose.cu), as in rung 9; without room there, rung 9 takes the product. No split-K: this
+ * rung is for products with a wave of tiles or more. */
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda.h> /* CUtensorMap */
+#include <cudaTypedefs.h>
+
+#include "libs/cuda_check.h"
+#include "cuda/gemm/gemm_common.cuh"
+#include "cuda/gemm/gemm_ladder.h"
+#include "cuda/gemm/gemm_output.cuh"
+#include "cuda/gemm/wgmma.cuh"
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int BM = 128, BN = 256, STAGES = 4;
+constexpr int CONSUMERS = BM / 64, THREADS = 128 * (1 + CONSUMERS);
+constexpr int ACCUMULATORS = BN / 2; /* per consumer thread: its warpgroup's 64×256 over 128 */
+constexpr int A_TILE_BYTES = BM * ROW_BYTES, B_TILE_BYTES = BN * ROW_BYTES;
+constexpr int STAGE_BYTES = A_TILE_BYTES + B_TILE_BYTES;
+constexpr size_t SHARED_BYTES = (size_t)STAGES * STAGE_BYTES + SWIZZLE_BYTES; /* + alignment */
+/* Registers: the producer gives most of its own back, so that each consumer thread can hold its
+ * 128 accumulators (PTX ISA, setmaxnreg; 128·40 + 256·232 <= 65536). */
+constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;
+
+template <typename T> struct element {
+    static constexpr int BK = ROW_BYTES / (int)sizeof(T); /* a K step: one 128-byte row */
+    static constexpr int WGMMA_K = 32 / (int)sizeof(T);   /* 16 BF16, 8 TF32 */
+    static constexpr int ATOM_BYTES = BK * ROW_BYTES;     /* MN-major: 64 of M or N, all BK k */
+};
+
+/* ---- the barriers: mbarrier objects in shared memory (PTX ISA, "Parallel Synchronization and
+ * Communication Instructions: mbarrier"). A phase completes when its expected arrivals have
+ * arrived and its expected bytes have landed; waiters ask for a phase by its parity. ---- */
+
+__device__ __forceinline__ void barrier_init(uint64_t *barrier, int arrivals) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(shared_address(barrier)), "r"(arrivals));
+}
+
+/* Makes the initialized barriers visible to the TMA unit (the async proxy) and the other threads
+ * (with the __syncthreads that follows). */
+__device__ __forceinline__ void barrier_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;\nfence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* One arrival that also announces `bytes` to come from TMA copies in this phase. */
+__device__ __forceinline__ void barrier_arrive_expecting(uint64_t *barrier, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(barrier)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void barrier_arrive(uint64_t *barrier) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(shared_address(barrier)) : "memory");
+}
+
+/* Until the phase of this parity has completed. A fresh barrier counts the phase before its
+ * first (parity 1) as completed. */
+__device__ __forceinline__ void barrier_wait(uint64_t *barrier, int parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred complete;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 complete, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, complete;\n}\n"
+                     : "=r"(done)
+                     : "r"(shared_address(barrier)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+/* A TMA copy of the box at (inner, outer) of the map's tensor into shared memory; the bytes
+ * count towards `barrier`'s phase. Elements outside the tensor land as zeros. */
+__device__ __forceinline__ void tma_load(void *to, const CUtensorMap *map, int inner, int outer,
+                                         uint64_t *barrier) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                 "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(shared_address(to)),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(inner), "r"(outer), "r"(shared_address(barrier))
+                 : "memory");
+}
+
+template <int REGISTERS> __device__ __forceinline__ void registers_down() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGISTERS));
+}
+template <int REGISTERS> __device__ __forceinline__ void registers_up() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGISTERS));
+}
+
+/* ---- the tiles: X(i, k) for i < ROWS, k < BK, where X is op(A) (i: a row of C) or op(B)ᵀ
+ * (i: a column of C), in the 128-byte swizzle (gemm_8_bf16_wgmma.cu's layouts, which TMA writes
+ * when told SWIZZLE_128B). K-major: row i holds the BK k of i, one box of BK × ROWS. MN-major:
+ * atom a (i = 64a .. 64a + 63) holds row k for each k, one box of 64 × BK per atom. ---- */
+
+template <typename T, int ROWS, bool MN_MAJOR> struct tile {
+    static constexpr int LEADING_BYTES = MN_MAJOR ? element<T>::ATOM_BYTES : 16; /* unused K-major */
+
+    __device__ static void load(char *to, const CUtensorMap *map, int i0, int k0, uint64_t *barrier) {
+        if constexpr (MN_MAJOR) {
+#pragma unroll
+            for (int atom = 0; atom < ROWS / 64; atom++)
+                tma_load(to + atom * element<T>::ATOM_BYTES, map, i0 + 64 * atom, k0, barrier);
+        } else {
+            tma_load(to, map, k0, i0, barrier);
+        }
+    }
+
+    /* The descriptor of the 64 (A) or ROWS (B) rows from i (i % 64 == 0) for the k from kk. */
+    __device__ static uint64_t slice(const char *tile_start, int i, int kk) {
+        const int offset = MN_MAJOR ? i / 64 * element<T>::ATOM_BYTES + kk * ROW_BYTES
+                                    : i * ROW_BYTES + kk * (int)sizeof(T);
+        return descriptor(tile_start + offset, LEADING_BYTES, SWIZZLE_BYTES);
+    }
+};
+
+/* ---- d (64×256, the warpgroup's) += A (64×K) · B (K×256) from shared memory: BF16 k16 with
+ * the transpose bits (1: MN-major), TF32 k8 (K-major only). Accumulator layout as m64n128's
+ * (gemm_8_bf16_wgmma.cu), 32 column groups of 8. ---- */
+
+#define D_OPERANDS_8(i)                                                                            \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),    \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define D_OPERANDS                                                                                 \
+    D_OPERANDS_8(0), D_OPERANDS_8(8), D_OPERANDS_8(16), D_OPERANDS_8(24), D_OPERANDS_8(32),        \
+        D_OPERANDS_8(40), D_OPERANDS_8(48), D_OPERANDS_8(56), D_OPERANDS_8(64), D_OPERANDS_8(72),  \
+        D_OPERANDS_8(80), D_OPERANDS_8(88), D_OPERANDS_8(96), D_OPERANDS_8(104), D_OPERANDS_8(112), \
+        D_OPERANDS_8(120)
+#define D_REGISTERS                                                                                \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "       \
+    "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "        \
+    "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "        \
+    "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, "        \
+    "%70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, "        \
+    "%87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, "    \
+    "%104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, "         \
+    "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
+
+template <int MN_MAJOR_A, int MN_MAJOR_B>
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[ACCUMULATORS], uint64_t a, uint64_t b) {
+    asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " D_REGISTERS
+                 "%128, %129, accumulate, 1, 1, %131, %132;\n}\n"
+                 : D_OPERANDS
+                 : "l"(a), "l"(b), "r"(1), "n"(MN_MAJOR_A), "n"(MN_MAJOR_B));
+}
+
+__device__ __forceinline__ void wgmma_m64n256k8(float (&d)[ACCUMULATORS], uint64_t a, uint64_t b) {
+    asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 " D_REGISTERS
+                 "%128, %129, accumulate, 1, 1;\n}\n"
+                 : D_OPERANDS
+                 : "l"(a), "l"(b), "r"(1));
+}
+
+#undef D_REGISTERS
+#undef D_OPERANDS
+#undef D_OPERANDS_8
+
+/* One step of a consumer: its 64 rows of the stage's A tile times the whole B tile. */
+template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B>
+__device__ __forceinline__ void multiply_stage(float (&acc)[ACCUMULATORS], const char *a_tile,
+                                               const char *b_tile, int consumer) {
+    using a_tile_t = tile<T, BM, MN_MAJOR_A>;
+    using b_tile_t = tile<T, BN, MN_MAJOR_B>;
+#pragma unroll
+    for (int kk = 0; kk < element<T>::BK; kk += element<T>::WGMMA_K) {
+        const uint64_t a = a_tile_t::slice(a_tile, 64 * consumer, kk), b = b_tile_t::slice(b_tile, 0, kk);
+        if constexpr (sizeof(T) == 2) wgmma_m64n256k16<MN_MAJOR_A, MN_MAJOR_B>(acc, a, b);
+        else wgmma_m64n256k8(acc, a, b);
+    }
+}
+
+/* C (M×N) = alpha · op(A) · op(B) + beta · C, A and B read through their tensor maps (T: bf16,
+ * or float read as TF32, then K-major only). Grid ceil(N/BN) × ceil(M/BM), THREADS threads,
+ * SHARED_BYTES of dynamic shared memory. */
+template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B>
+__global__ void __launch_bounds__(THREADS, 1)
+gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
+                      int m, int n, int k, float alpha, float beta, float *__restrict__ c, int ldc) {
+    constexpr int BK = element<T>::BK;
+    extern __shared__ __align__(16) char shared_bytes[]; /* STAGES × (A tile, B tile) */
+    char *tiles = shared_bytes + (SWIZZLE_BYTES - shared_address(shared_bytes) % SWIZZLE_BYTES) % SWIZZLE_BYTES;
+    __shared__ uint64_t full[STAGES], empty[STAGES]; /* a stage's tiles landed / no longer read */
+    const int warpgroup = threadIdx.x / 128, steps = (k + BK - 1) / BK;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) barrier_init(&full[s], 1), barrier_init(&empty[s], CONSUMERS);
+        barrier_init_fence();
+    }
+    __syncthreads();
+
+    if (warpgroup == 0) { /* the producer */
+        registers_down<PRODUCER_REGISTERS>();
+        if (threadIdx.x != 0) return;
+        for (int step = 0; step < steps; step++) {
+            const int s = step % STAGES, round = step / STAGES;
+            barrier_wait(&empty[s], (round & 1) ^ 1); /* round 0: free from the start */
+            char *a_tile = tiles + s * STAGE_BYTES, *b_tile = a_tile + A_TILE_BYTES;
+            barrier_arrive_expecting(&full[s], STAGE_BYTES);
+            tile<T, BM, MN_MAJOR_A>::load(a_tile, &a_map, row0, step * BK, &full[s]);
+            tile<T, BN, MN_MAJOR_B>::load(b_tile, &b_map, col0, step * BK, &full[s]);
+        }
+        return;
+    }
+
+    registers_up<CONSUMER_REGISTERS>();
+    const int consumer = warpgroup - 1;
+    float acc[ACCUMULATORS] = {};
+    for (int step = 0; step < steps; step++) {
+        const int s = step % STAGES;
+        barrier_wait(&full[s], (step / STAGES) & 1);
+        const char *a_tile = tiles + s * STAGE_BYTES;
+        wgmma_fence();
+        multiply_stage<T, MN_MAJOR_A, MN_MAJOR_B>(acc, a_tile, a_tile + A_TILE_BYTES, consumer);
+        wgmma_commit();
+        wgmma_wait<1>(); /* the step before has been multiplied: its stage is free */
+        if (step > 0 && threadIdx.x % 128 == 0) barrier_arrive(&empty[(step - 1) % STAGES]);
+    }
+    wgmma_wait<0>();
+    fence_accumulators<ACCUMULATORS>(acc);
+
+    const gemm_output out = output_to_c(c, ldc, alpha, beta);
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int row = row0 + 64 * consumer + 16 * warp + g;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const int col = col0 + 8 * j + 2 * t;
+        store_pair(out, m, n, row, col, acc[4 * j], acc[4 * j + 1]);
+        store_pair(out, m, n, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
+    }
+}
+
+/* ---- on the host ---- */
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+    if (!encode) {
+        cudaDriverEntryPointQueryResult found;
+        CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void **>(&encode),
+                                                    12000, cudaEnableDefault, &found));
+        if (found != cudaDriverEntryPointSuccess) {
+            std::fprintf(stderr, "gpu_gemm_*_wgmma_tma: the driver has no cuTensorMapEncodeTiled\n");
+            std::exit(1);
+        }
+    }
+    return encode;
+}
+
+/* The tensor map of an operand: X(i, k) at x[i·ld + k] (K-major) or x[k·ld + i] (MN-major), i
+ * < rows, k < depth, read in boxes of one tile (K-major) or one atom (MN-major). */
+template <typename T> CUtensorMap operand_map(const T *x, int ld, int rows, int depth, int tile_rows, bool mn_major) {
+    const cuuint64_t extent[2] = {(cuuint64_t)(mn_major ? rows : depth), (cuuint64_t)(mn_major ? depth : rows)};
+    const cuuint64_t row_stride[1] = {(cuuint64_t)ld * sizeof(T)};
+    const cuuint32_t box[2] = {(cuuint32_t)(mn_major ? 64 : element<T>::BK),
+                               (cuuint32_t)(mn_major ? element<T>::BK : tile_rows)};
+    const cuuint32_t element_stride[2] = {1, 1};
+    const CUtensorMapDataType type = sizeof(T) == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    CUtensorMap map;
+    const CUresult status = tensor_map_encoder()(
+        &map, type, 2, const_cast<T *>(x), extent, row_stride, box, element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (status != CUDA_SUCCESS) {
+        std::fprintf(stderr, "gpu_gemm_*_wgmma_tma: cuTensorMapEncodeTiled failed (%d) for a %d×%d operand, "
+                     "row stride %d\n", (int)status, rows, depth, ld);
+        std::exit(1);
+    }
+    return map;
+}
+
+template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B>
+void launch(cudaStream_t stream, int m, int n, int k, float alpha, const T *a, int lda, const T *b, int ldb,
+            float beta, float *c, int ldc) {
+    static bool allowed = false; /* above 48 KB, the limit must be raised once per kernel */
+    if (!allowed) {
+        CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_tma_kernel<T, MN_MAJOR_A, MN_MAJOR_B>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SHARED_BYTES));
+        allowed = true;
+    }
+    const CUtensorMap a_map = operand_map(a, lda, m, k, BM, MN_MAJOR_A);
+    const CUtensorMap b_map = operand_map(b, ldb, n, k, BN, MN_MAJOR_B);
+    const dim3 blocks(blocks_for(n, BN), blocks_for(m, BM));
+    gemm_wgmma_tma_kernel<T, MN_MAJOR_A, MN_MAJOR_B>
+        <<<blocks, THREADS, SHARED_BYTES, stream>>>(a_map, b_map, m, n, k, alpha, beta, c, ldc);
+    CUDA_CHECK_LAUNCH();
+}
+
+void require_hopper(const char *name) {
+    if (gpu_gemm_wgmma_available()) return;
+    std::fprintf(stderr, "%s: needs a GPU of compute capability 9.0 (Hopper)\n", name);
+    std::exit(1);
+}
+
+} // namespace
+
+void gpu_gemm_bf16_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS) {
+    if (m == 0 || n == 0) return;
+    require_hopper("gpu_gemm_bf16_wgmma_tma");
+    if (k == 0 || !vectors_aligned(a, lda) || !vectors_aligned(b, ldb)) { /* no tensor map for it */
+        gpu_gemm_bf16_wgmma(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    /* op(A) is K-major when A is not transposed; op(B)ᵀ when B is */
+    if (!trans_a && trans_b) launch<bf16, false, false>(stream, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else if (!trans_a) launch<bf16, false, true>(stream, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else if (trans_b) launch<bf16, true, false>(stream, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else launch<bf16, true, true>(stream, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gpu_gemm_tf32_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
+    if (m == 0 || n == 0) return;
+    require_hopper("gpu_gemm_tf32_wgmma_tma");
+    /* The operands that are not K-major (A transposed: K×M; B not: K×N) go K-major through the
+     * workspace, rows of K floats; the others are mapped where they are. */
+    const bool move_a = trans_a, move_b = !trans_b;
+    const size_t needed = (move_a ? (size_t)m * k : 0) + (move_b ? (size_t)k * n : 0);
+    const bool movable = needed == 0 || (needed <= workspace.floats && k % 4 == 0);
+    const bool mapped = (move_a || vectors_aligned(a, lda)) && (move_b || vectors_aligned(b, ldb));
+    if (k == 0 || !movable || !mapped) {
+        gpu_gemm_tf32_wgmma(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    float *free_space = workspace.data;
+    if (move_a) { /* A (K×M) → Aᵀ (M×K) */
+        gpu_transpose(stream, k, m, a, lda, free_space);
+        a = free_space, lda = k;
+        free_space += (size_t)m * k;
+    }
+    if (move_b) { /* B (K×N) → Bᵀ (N×K) */
+        gpu_transpose(stream, k, n, b, ldb, free_space);
+        b = free_space, ldb = k;
+    }
+    launch<float, false, false>(stream, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
