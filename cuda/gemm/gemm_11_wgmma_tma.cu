@@ -11,16 +11,19 @@
  *     complete that barrier themselves;
  *   consumers (warpgroups 1 and 2, rows 64c..64c+63 of the tile): for each step, wait on
  *     `full`, issue wgmma m64n256 over the stage and keep it in flight while they wait for the
- *     step before it, then free that one's stage (`empty`).
- * No thread copies, and no barrier joins the whole block inside the loop. The design and its
- * measurements: docs/kernels.md, "Design notes: gemm_11_wgmma_tma.cu".
+ *     next, then free the stage (`empty`).
+ * No thread copies, and no barrier joins the whole block inside the loop.
+ *
+ * TF32 wgmma reads only K-major tiles from shared memory, but its A may come from registers. So
+ * no layout needs rung 9's transposing pass but TN: an MN-major op(A) is read from its tile into
+ * registers (TT), NN is computed as Cᵀ = op(B)ᵀ · op(A)ᵀ with op(B)ᵀ through registers and C
+ * stored transposed, and TN lays B out K-major in the workspace first (transpose.cu).
  *
  * TMA needs what it reads described by a tensor map: a 16-byte aligned base and row stride. An
- * operand without them, or K = 0, goes to the rung before (gemm_8_bf16_wgmma.cu,
- * gemm_9_tf32_wgmma.cu), whose element-by-element paths take any layout. TF32 wgmma reads
- * K-major tiles only: an operand that is not K-major is first transposed into the workspace
- * (transpose.cu), as in rung 9; without room there, rung 9 takes the product. No split-K: this
- * rung is for products with a wave of tiles or more. */
+ * operand without them, K = 0, or TN without room in the workspace go to the rung before
+ * (gemm_8_bf16_wgmma.cu, gemm_9_tf32_wgmma.cu), whose element-by-element paths take any layout.
+ * No split-K: this rung is for products with a wave of tiles or more. The design and its
+ * measurements: docs/kernels.md, "Design notes: gemm_11_wgmma_tma.cu". */
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +53,9 @@ constexpr int PRODUCER_REGISTERS = 40, CONSUMER_REGISTERS = 232;
 template <typename T> struct element {
     static constexpr int BK = ROW_BYTES / (int)sizeof(T); /* a K step: one 128-byte row */
     static constexpr int WGMMA_K = 32 / (int)sizeof(T);   /* 16 BF16, 8 TF32 */
-    static constexpr int ATOM_BYTES = BK * ROW_BYTES;     /* MN-major: 64 of M or N, all BK k */
+    static constexpr int KSTEPS = BK / WGMMA_K;           /* wgmma per stage */
+    static constexpr int ATOM_ROWS = ROW_BYTES / (int)sizeof(T); /* MN-major: i in a row */
+    static constexpr int ATOM_BYTES = BK * ROW_BYTES;            /* MN-major: all BK k of them */
 };
 
 /* ---- the barriers: mbarrier objects in shared memory (PTX ISA, "Parallel Synchronization and
@@ -112,16 +117,17 @@ template <int REGISTERS> __device__ __forceinline__ void registers_up() {
 /* ---- the tiles: X(i, k) for i < ROWS, k < BK, where X is op(A) (i: a row of C) or op(B)ᵀ
  * (i: a column of C), in the 128-byte swizzle (gemm_8_bf16_wgmma.cu's layouts, which TMA writes
  * when told SWIZZLE_128B). K-major: row i holds the BK k of i, one box of BK × ROWS. MN-major:
- * atom a (i = 64a .. 64a + 63) holds row k for each k, one box of 64 × BK per atom. ---- */
+ * atom a (the ATOM_ROWS i from a·ATOM_ROWS) holds row k for each k, one box of ATOM_ROWS × BK
+ * per atom. ---- */
 
 template <typename T, int ROWS, bool MN_MAJOR> struct tile {
-    static constexpr int LEADING_BYTES = MN_MAJOR ? element<T>::ATOM_BYTES : 16; /* unused K-major */
+    static constexpr int ATOM_ROWS = element<T>::ATOM_ROWS, ATOM_BYTES = element<T>::ATOM_BYTES;
 
     __device__ static void load(char *to, const CUtensorMap *map, int i0, int k0, uint64_t *barrier) {
         if constexpr (MN_MAJOR) {
 #pragma unroll
-            for (int atom = 0; atom < ROWS / 64; atom++)
-                tma_load(to + atom * element<T>::ATOM_BYTES, map, i0 + 64 * atom, k0, barrier);
+            for (int atom = 0; atom < ROWS / ATOM_ROWS; atom++)
+                tma_load(to + atom * ATOM_BYTES, map, i0 + ATOM_ROWS * atom, k0, barrier);
         } else {
             tma_load(to, map, k0, i0, barrier);
         }
@@ -129,11 +135,36 @@ template <typename T, int ROWS, bool MN_MAJOR> struct tile {
 
     /* The descriptor of the 64 (A) or ROWS (B) rows from i (i % 64 == 0) for the k from kk. */
     __device__ static uint64_t slice(const char *tile_start, int i, int kk) {
-        const int offset = MN_MAJOR ? i / 64 * element<T>::ATOM_BYTES + kk * ROW_BYTES
-                                    : i * ROW_BYTES + kk * (int)sizeof(T);
+        constexpr int LEADING_BYTES = MN_MAJOR ? ATOM_BYTES : 16; /* unused K-major */
+        const int offset = MN_MAJOR ? i / ATOM_ROWS * ATOM_BYTES + kk * ROW_BYTES : i * ROW_BYTES + kk * (int)sizeof(T);
         return descriptor(tile_start + offset, LEADING_BYTES, SWIZZLE_BYTES);
     }
+
+    /* Element (i, k) of an MN-major tile of 32-bit elements. */
+    __device__ static uint32_t at(const char *tile_start, int i, int k) {
+        static_assert(MN_MAJOR && sizeof(T) == 4, "read one by one: TF32 A fragments only");
+        const int offset = i / ATOM_ROWS * ATOM_BYTES + k * ROW_BYTES + swizzled_chunk(i % ATOM_ROWS / 4, k);
+        return *reinterpret_cast<const uint32_t *>(tile_start + offset + i % 4 * 4);
+    }
 };
+
+/* TF32 wgmma reads only K-major tiles from shared memory, but A may come from registers: an
+ * MN-major op(A) is read into them, per warp of the warpgroup 16 rows in mma.sync m16n8k8's A
+ * layout (mma_sync.cuh): a0 = (g, t), a1 = (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4), for
+ * each 8 k of the stage. */
+using a_fragments = uint32_t[element<float>::KSTEPS][4];
+
+__device__ __forceinline__ void load_a_fragments(a_fragments &a, const char *a_tile, int consumer) {
+    using a_tile_t = tile<float, BM, true>;
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int i = 64 * consumer + 16 * (threadIdx.x / 32 % 4) + g;
+#pragma unroll
+    for (int step = 0; step < element<float>::KSTEPS; step++) {
+        const int k = 8 * step + t;
+        a[step][0] = a_tile_t::at(a_tile, i, k), a[step][1] = a_tile_t::at(a_tile, i + 8, k);
+        a[step][2] = a_tile_t::at(a_tile, i, k + 4), a[step][3] = a_tile_t::at(a_tile, i + 8, k + 4);
+    }
+}
 
 /* ---- d (64×256, the warpgroup's) += A (64×K) · B (K×256) from shared memory: BF16 k16 with
  * the transpose bits (1: MN-major), TF32 k8 (K-major only). Accumulator layout as m64n128's
@@ -174,32 +205,74 @@ __device__ __forceinline__ void wgmma_m64n256k8(float (&d)[ACCUMULATORS], uint64
                  : "l"(a), "l"(b), "r"(1));
 }
 
+__device__ __forceinline__ void wgmma_m64n256k8_a_registers(float (&d)[ACCUMULATORS], const uint32_t (&a)[4],
+                                                            uint64_t b) {
+    asm volatile("{\n.reg .pred accumulate;\nsetp.ne.b32 accumulate, %133, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 " D_REGISTERS
+                 "{%128, %129, %130, %131}, %132, accumulate, 1, 1;\n}\n"
+                 : D_OPERANDS
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(1));
+}
+
 #undef D_REGISTERS
 #undef D_OPERANDS
 #undef D_OPERANDS_8
 
-/* One step of a consumer: its 64 rows of the stage's A tile times the whole B tile. */
+/* One step of a consumer: its 64 rows of the stage's A tile (or of `a`, its fragments in
+ * registers, for an MN-major TF32 A) times the whole B tile. */
 template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B>
-__device__ __forceinline__ void multiply_stage(float (&acc)[ACCUMULATORS], const char *a_tile,
-                                               const char *b_tile, int consumer) {
+__device__ __forceinline__ void multiply_stage(float (&acc)[ACCUMULATORS], const a_fragments &a,
+                                               const char *a_tile, const char *b_tile, int consumer) {
     using a_tile_t = tile<T, BM, MN_MAJOR_A>;
     using b_tile_t = tile<T, BN, MN_MAJOR_B>;
+    constexpr bool A_IN_REGISTERS = sizeof(T) == 4 && MN_MAJOR_A;
+    static_assert(sizeof(T) == 2 || !MN_MAJOR_B, "TF32 wgmma: B K-major");
 #pragma unroll
-    for (int kk = 0; kk < element<T>::BK; kk += element<T>::WGMMA_K) {
-        const uint64_t a = a_tile_t::slice(a_tile, 64 * consumer, kk), b = b_tile_t::slice(b_tile, 0, kk);
-        if constexpr (sizeof(T) == 2) wgmma_m64n256k16<MN_MAJOR_A, MN_MAJOR_B>(acc, a, b);
-        else wgmma_m64n256k8(acc, a, b);
+    for (int step = 0; step < element<T>::KSTEPS; step++) {
+        const int kk = step * element<T>::WGMMA_K;
+        const uint64_t b = b_tile_t::slice(b_tile, 0, kk);
+        if constexpr (sizeof(T) == 2) wgmma_m64n256k16<MN_MAJOR_A, MN_MAJOR_B>(acc, a_tile_t::slice(a_tile, 64 * consumer, kk), b);
+        else if constexpr (A_IN_REGISTERS) wgmma_m64n256k8_a_registers(acc, a[step], b);
+        else wgmma_m64n256k8(acc, a_tile_t::slice(a_tile, 64 * consumer, kk), b);
     }
 }
 
-/* C (M×N) = alpha · op(A) · op(B) + beta · C, A and B read through their tensor maps (T: bf16,
- * or float read as TF32, then K-major only). Grid ceil(N/BN) × ceil(M/BM), THREADS threads,
- * SHARED_BYTES of dynamic shared memory. */
-template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B>
+/* Stores the consumer's 64×256 of the tile at (row0, col0): C(row, col), or with C_TRANSPOSED
+ * C(col, row), = alpha · acc + beta · C, inside the m×n product only. */
+template <bool C_TRANSPOSED>
+__device__ __forceinline__ void store_tile(const float (&acc)[ACCUMULATORS], const gemm_output &out, int m,
+                                           int n, int row0, int col0) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int row = row0 + 16 * (threadIdx.x / 32 % 4) + g;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const int col = col0 + 8 * j + 2 * t;
+        if constexpr (C_TRANSPOSED) { /* lanes g: 8 consecutive floats of a row of C */
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = row + e / 2 * 8, cc = col + e % 2;
+                if (r < m && cc < n) write_c(out.c, out.ldc, cc, r, acc[4 * j + e], out.alpha, out.beta);
+            }
+        } else {
+            store_pair(out, m, n, row, col, acc[4 * j], acc[4 * j + 1]);
+            store_pair(out, m, n, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
+        }
+    }
+}
+
+/* The M×N product alpha · op(A) · op(B) + beta · C, stored as C (M×N), or with C_TRANSPOSED as
+ * its transpose (C is N×M); A and B read through their tensor maps (T: bf16, or float read as
+ * TF32: then B K-major, and an MN-major A through registers). Grid ceil(N/BN) × ceil(M/BM),
+ * THREADS threads, SHARED_BYTES of dynamic shared memory. */
+template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B, bool C_TRANSPOSED>
 __global__ void __launch_bounds__(THREADS, 1)
 gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
                       int m, int n, int k, float alpha, float beta, float *__restrict__ c, int ldc) {
     constexpr int BK = element<T>::BK;
+    constexpr bool A_IN_REGISTERS = sizeof(T) == 4 && MN_MAJOR_A;
+    /* A step's wgmma stay in flight while the next waits for its tiles; not with A in registers,
+     * which ptxas would serialize (the next step's fragments are loaded while they run). */
+    constexpr int IN_FLIGHT = A_IN_REGISTERS ? 0 : 1;
     extern __shared__ __align__(16) char shared_bytes[]; /* STAGES × (A tile, B tile) */
     char *tiles = shared_bytes + (SWIZZLE_BYTES - shared_address(shared_bytes) % SWIZZLE_BYTES) % SWIZZLE_BYTES;
     __shared__ uint64_t full[STAGES], empty[STAGES]; /* a stage's tiles landed / no longer read */
@@ -228,28 +301,21 @@ gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_co
     registers_up<CONSUMER_REGISTERS>();
     const int consumer = warpgroup - 1;
     float acc[ACCUMULATORS] = {};
+    a_fragments a; /* A's, where it comes through registers */
     for (int step = 0; step < steps; step++) {
         const int s = step % STAGES;
         barrier_wait(&full[s], (step / STAGES) & 1);
         const char *a_tile = tiles + s * STAGE_BYTES;
+        if constexpr (A_IN_REGISTERS) load_a_fragments(a, a_tile, consumer);
         wgmma_fence();
-        multiply_stage<T, MN_MAJOR_A, MN_MAJOR_B>(acc, a_tile, a_tile + A_TILE_BYTES, consumer);
+        multiply_stage<T, MN_MAJOR_A, MN_MAJOR_B>(acc, a, a_tile, a_tile + A_TILE_BYTES, consumer);
         wgmma_commit();
-        wgmma_wait<1>(); /* the step before has been multiplied: its stage is free */
-        if (step > 0 && threadIdx.x % 128 == 0) barrier_arrive(&empty[(step - 1) % STAGES]);
+        wgmma_wait<IN_FLIGHT>(); /* then step − IN_FLIGHT has been multiplied: its stage is free */
+        if (step >= IN_FLIGHT && threadIdx.x % 128 == 0) barrier_arrive(&empty[(step - IN_FLIGHT) % STAGES]);
     }
     wgmma_wait<0>();
     fence_accumulators<ACCUMULATORS>(acc);
-
-    const gemm_output out = output_to_c(c, ldc, alpha, beta);
-    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int row = row0 + 64 * consumer + 16 * warp + g;
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-        const int col = col0 + 8 * j + 2 * t;
-        store_pair(out, m, n, row, col, acc[4 * j], acc[4 * j + 1]);
-        store_pair(out, m, n, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
-    }
+    store_tile<C_TRANSPOSED>(acc, output_to_c(c, ldc, alpha, beta), m, n, row0 + 64 * consumer, col0);
 }
 
 /* ---- on the host ---- */
@@ -273,7 +339,7 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 template <typename T> CUtensorMap operand_map(const T *x, int ld, int rows, int depth, int tile_rows, bool mn_major) {
     const cuuint64_t extent[2] = {(cuuint64_t)(mn_major ? rows : depth), (cuuint64_t)(mn_major ? depth : rows)};
     const cuuint64_t row_stride[1] = {(cuuint64_t)ld * sizeof(T)};
-    const cuuint32_t box[2] = {(cuuint32_t)(mn_major ? 64 : element<T>::BK),
+    const cuuint32_t box[2] = {(cuuint32_t)(mn_major ? element<T>::ATOM_ROWS : element<T>::BK),
                                (cuuint32_t)(mn_major ? element<T>::BK : tile_rows)};
     const cuuint32_t element_stride[2] = {1, 1};
     const CUtensorMapDataType type = sizeof(T) == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
@@ -289,20 +355,21 @@ template <typename T> CUtensorMap operand_map(const T *x, int ld, int rows, int 
     return map;
 }
 
-template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B>
+/* The product of the M×N tile grid, stored as C or, with C_TRANSPOSED, as Cᵀ (ldc: its row
+ * stride either way). */
+template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B, bool C_TRANSPOSED = false>
 void launch(cudaStream_t stream, int m, int n, int k, float alpha, const T *a, int lda, const T *b, int ldb,
             float beta, float *c, int ldc) {
+    const auto kernel = gemm_wgmma_tma_kernel<T, MN_MAJOR_A, MN_MAJOR_B, C_TRANSPOSED>;
     static bool allowed = false; /* above 48 KB, the limit must be raised once per kernel */
     if (!allowed) {
-        CUDA_CHECK(cudaFuncSetAttribute(gemm_wgmma_tma_kernel<T, MN_MAJOR_A, MN_MAJOR_B>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SHARED_BYTES));
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SHARED_BYTES));
         allowed = true;
     }
     const CUtensorMap a_map = operand_map(a, lda, m, k, BM, MN_MAJOR_A);
     const CUtensorMap b_map = operand_map(b, ldb, n, k, BN, MN_MAJOR_B);
     const dim3 blocks(blocks_for(n, BN), blocks_for(m, BM));
-    gemm_wgmma_tma_kernel<T, MN_MAJOR_A, MN_MAJOR_B>
-        <<<blocks, THREADS, SHARED_BYTES, stream>>>(a_map, b_map, m, n, k, alpha, beta, c, ldc);
+    kernel<<<blocks, THREADS, SHARED_BYTES, stream>>>(a_map, b_map, m, n, k, alpha, beta, c, ldc);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -331,25 +398,20 @@ void gpu_gemm_bf16_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS) {
 void gpu_gemm_tf32_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
     if (m == 0 || n == 0) return;
     require_hopper("gpu_gemm_tf32_wgmma_tma");
-    /* The operands that are not K-major (A transposed: K×M; B not: K×N) go K-major through the
-     * workspace, rows of K floats; the others are mapped where they are. */
-    const bool move_a = trans_a, move_b = !trans_b;
-    const size_t needed = (move_a ? (size_t)m * k : 0) + (move_b ? (size_t)k * n : 0);
-    const bool movable = needed == 0 || (needed <= workspace.floats && k % 4 == 0);
-    const bool mapped = (move_a || vectors_aligned(a, lda)) && (move_b || vectors_aligned(b, ldb));
-    if (k == 0 || !movable || !mapped) {
+    /* TF32 wgmma takes B K-major, and A K-major or from registers. So NT runs as it is, TT with
+     * A through registers, NN as Cᵀ = op(B)ᵀ · op(A)ᵀ with op(B)ᵀ through registers, and TN first
+     * lays B out K-major in the workspace (rows of K floats), then runs as TT. */
+    const bool move_b = trans_a && !trans_b;
+    const bool movable = !move_b || ((size_t)k * n <= workspace.floats && k % 4 == 0);
+    if (k == 0 || !movable || !vectors_aligned(a, lda) || !(move_b || vectors_aligned(b, ldb))) {
         gpu_gemm_tf32_wgmma(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    float *free_space = workspace.data;
-    if (move_a) { /* A (K×M) → Aᵀ (M×K) */
-        gpu_transpose(stream, k, m, a, lda, free_space);
-        a = free_space, lda = k;
-        free_space += (size_t)m * k;
-    }
     if (move_b) { /* B (K×N) → Bᵀ (N×K) */
-        gpu_transpose(stream, k, n, b, ldb, free_space);
-        b = free_space, ldb = k;
+        gpu_transpose(stream, k, n, b, ldb, workspace.data);
+        b = workspace.data, ldb = k, trans_b = true;
     }
-    launch<float, false, false>(stream, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (!trans_a && trans_b) launch<float, false, false>(stream, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else if (trans_a) launch<float, true, false>(stream, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else launch<float, true, false, true>(stream, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
 }
