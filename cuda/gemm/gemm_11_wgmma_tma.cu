@@ -4,7 +4,8 @@
  * truncated); FP32 C and sums in both.
  *
  * Block tile 128×256, one 128-byte row of K per step (BK = 64 BF16 or 32 FP32), 4 stages of
- * 48 KB, one block per multiprocessor, three warpgroups:
+ * 48 KB. Persistent: one block per multiprocessor takes tiles in turn, and its three warpgroups
+ * run through them at their own pace:
  *   producer (warpgroup 0, one thread): for each step, waits until its stage is free (the
  *     stage's `empty` barrier), announces the stage's bytes on its `full` barrier and starts
  *     the TMA copies of the A and B tiles, which land in the 128-byte swizzle wgmma reads and
@@ -12,7 +13,8 @@
  *   consumers (warpgroups 1 and 2, rows 64c..64c+63 of the tile): for each step, wait on
  *     `full`, issue wgmma m64n256 over the stage and keep it in flight while they wait for the
  *     next, then free the stage (`empty`).
- * No thread copies, and no barrier joins the whole block inside the loop.
+ * No thread copies, and no barrier joins the whole block inside the loop; the producer loads
+ * the next tile's stages while the consumers store the last one.
  *
  * TF32 wgmma reads only K-major tiles from shared memory, but its A may come from registers. So
  * no layout needs rung 9's transposing pass but TN: an MN-major op(A) is read from its tile into
@@ -24,6 +26,7 @@
  * (gemm_8_bf16_wgmma.cu, gemm_9_tf32_wgmma.cu), whose element-by-element paths take any layout.
  * No split-K: this rung is for products with a wave of tiles or more. The design and its
  * measurements: docs/kernels.md, "Design notes: gemm_11_wgmma_tma.cu". */
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -262,8 +265,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[ACCUMULATORS], con
 
 /* The M×N product alpha · op(A) · op(B) + beta · C, stored as C (M×N), or with C_TRANSPOSED as
  * its transpose (C is N×M); A and B read through their tensor maps (T: bf16, or float read as
- * TF32: then B K-major, and an MN-major A through registers). Grid ceil(N/BN) × ceil(M/BM),
- * THREADS threads, SHARED_BYTES of dynamic shared memory. */
+ * TF32: then B K-major, and an MN-major A through registers). Persistent: block b takes tiles
+ * b, b + gridDim.x, ... of the ceil(M/BM) × ceil(N/BN) grid, row by row, so the producer loads
+ * the next tile's stages while the consumers store the last one. THREADS threads,
+ * SHARED_BYTES of dynamic shared memory. */
 template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B, bool C_TRANSPOSED>
 __global__ void __launch_bounds__(THREADS, 1)
 gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
@@ -277,45 +282,59 @@ gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_co
     char *tiles = shared_bytes + (SWIZZLE_BYTES - shared_address(shared_bytes) % SWIZZLE_BYTES) % SWIZZLE_BYTES;
     __shared__ uint64_t full[STAGES], empty[STAGES]; /* a stage's tiles landed / no longer read */
     const int warpgroup = threadIdx.x / 128, steps = (k + BK - 1) / BK;
-    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+    const int tile_cols = (n + BN - 1) / BN, tile_count = tile_cols * ((m + BM - 1) / BM);
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) barrier_init(&full[s], 1), barrier_init(&empty[s], CONSUMERS);
         barrier_init_fence();
     }
     __syncthreads();
 
+    /* `done` counts the steps of the block's earlier tiles: step number done + step uses stage
+     * (done + step) % STAGES in round (done + step) / STAGES. */
     if (warpgroup == 0) { /* the producer */
         registers_down<PRODUCER_REGISTERS>();
         if (threadIdx.x != 0) return;
-        for (int step = 0; step < steps; step++) {
-            const int s = step % STAGES, round = step / STAGES;
-            barrier_wait(&empty[s], (round & 1) ^ 1); /* round 0: free from the start */
-            char *a_tile = tiles + s * STAGE_BYTES, *b_tile = a_tile + A_TILE_BYTES;
-            barrier_arrive_expecting(&full[s], STAGE_BYTES);
-            tile<T, BM, MN_MAJOR_A>::load(a_tile, &a_map, row0, step * BK, &full[s]);
-            tile<T, BN, MN_MAJOR_B>::load(b_tile, &b_map, col0, step * BK, &full[s]);
+        for (int t = blockIdx.x, done = 0; t < tile_count; t += gridDim.x, done += steps) {
+            const int row0 = t / tile_cols * BM, col0 = t % tile_cols * BN;
+            for (int step = 0; step < steps; step++) {
+                const int s = (done + step) % STAGES, round = (done + step) / STAGES;
+                barrier_wait(&empty[s], (round & 1) ^ 1); /* round 0: free from the start */
+                char *a_tile = tiles + s * STAGE_BYTES, *b_tile = a_tile + A_TILE_BYTES;
+                barrier_arrive_expecting(&full[s], STAGE_BYTES);
+                tile<T, BM, MN_MAJOR_A>::load(a_tile, &a_map, row0, step * BK, &full[s]);
+                tile<T, BN, MN_MAJOR_B>::load(b_tile, &b_map, col0, step * BK, &full[s]);
+            }
         }
         return;
     }
 
     registers_up<CONSUMER_REGISTERS>();
     const int consumer = warpgroup - 1;
-    float acc[ACCUMULATORS] = {};
+    const gemm_output out = output_to_c(c, ldc, alpha, beta);
+    auto free_stage = [&](int step_number) {
+        if (threadIdx.x % 128 == 0) barrier_arrive(&empty[step_number % STAGES]);
+    };
     a_fragments a; /* A's, where it comes through registers */
-    for (int step = 0; step < steps; step++) {
-        const int s = step % STAGES;
-        barrier_wait(&full[s], (step / STAGES) & 1);
-        const char *a_tile = tiles + s * STAGE_BYTES;
-        if constexpr (A_IN_REGISTERS) load_a_fragments(a, a_tile, consumer);
-        wgmma_fence();
-        multiply_stage<T, MN_MAJOR_A, MN_MAJOR_B>(acc, a, a_tile, a_tile + A_TILE_BYTES, consumer);
-        wgmma_commit();
-        wgmma_wait<IN_FLIGHT>(); /* then step − IN_FLIGHT has been multiplied: its stage is free */
-        if (step >= IN_FLIGHT && threadIdx.x % 128 == 0) barrier_arrive(&empty[(step - IN_FLIGHT) % STAGES]);
+    for (int t = blockIdx.x, done = 0; t < tile_count; t += gridDim.x, done += steps) {
+        float acc[ACCUMULATORS];
+#pragma unroll
+        for (int i = 0; i < ACCUMULATORS; i++) acc[i] = 0.0f;
+        for (int step = 0; step < steps; step++) {
+            const int s = (done + step) % STAGES;
+            barrier_wait(&full[s], ((done + step) / STAGES) & 1);
+            const char *a_tile = tiles + s * STAGE_BYTES;
+            if constexpr (A_IN_REGISTERS) load_a_fragments(a, a_tile, consumer);
+            wgmma_fence();
+            multiply_stage<T, MN_MAJOR_A, MN_MAJOR_B>(acc, a, a_tile, a_tile + A_TILE_BYTES, consumer);
+            wgmma_commit();
+            wgmma_wait<IN_FLIGHT>(); /* then step − IN_FLIGHT has been multiplied: its stage is free */
+            if (step >= IN_FLIGHT) free_stage(done + step - IN_FLIGHT);
+        }
+        wgmma_wait<0>();
+        fence_accumulators<ACCUMULATORS>(acc);
+        if (IN_FLIGHT > 0) free_stage(done + steps - 1);
+        store_tile<C_TRANSPOSED>(acc, out, m, n, t / tile_cols * BM + 64 * consumer, t % tile_cols * BN);
     }
-    wgmma_wait<0>();
-    fence_accumulators<ACCUMULATORS>(acc);
-    store_tile<C_TRANSPOSED>(acc, output_to_c(c, ldc, alpha, beta), m, n, row0 + 64 * consumer, col0);
 }
 
 /* ---- on the host ---- */
@@ -355,6 +374,14 @@ template <typename T> CUtensorMap operand_map(const T *x, int ld, int rows, int 
     return map;
 }
 
+/* The current device's multiprocessors: the persistent kernel's blocks, one on each. */
+int multiprocessors() {
+    int device, count;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+}
+
 /* The product of the M×N tile grid, stored as C or, with C_TRANSPOSED, as Cᵀ (ldc: its row
  * stride either way). */
 template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B, bool C_TRANSPOSED = false>
@@ -368,8 +395,9 @@ void launch(cudaStream_t stream, int m, int n, int k, float alpha, const T *a, i
     }
     const CUtensorMap a_map = operand_map(a, lda, m, k, BM, MN_MAJOR_A);
     const CUtensorMap b_map = operand_map(b, ldb, n, k, BN, MN_MAJOR_B);
-    const dim3 blocks(blocks_for(n, BN), blocks_for(m, BM));
-    kernel<<<blocks, THREADS, SHARED_BYTES, stream>>>(a_map, b_map, m, n, k, alpha, beta, c, ldc);
+    const long tiles = (long)blocks_for(n, BN) * blocks_for(m, BM);
+    kernel<<<(unsigned)std::min<long>(tiles, multiprocessors()), THREADS, SHARED_BYTES, stream>>>(
+        a_map, b_map, m, n, k, alpha, beta, c, ldc);
     CUDA_CHECK_LAUNCH();
 }
 
