@@ -263,12 +263,24 @@ __device__ __forceinline__ void store_tile(const float (&acc)[ACCUMULATORS], con
     }
 }
 
+/* Where tile t of the ceil(M/BM) × ceil(N/BN) grid starts. Tiles go column by column through
+ * bands of GROUP_ROWS tile rows, so that the blocks at work at one time share few rows of A and
+ * columns of B, and L2 holds them, even where B alone would not fit. */
+constexpr int GROUP_ROWS = 8;
+struct tile_origin {
+    int row0, col0;
+};
+__device__ __forceinline__ tile_origin origin_of(int t, int tile_rows, int tile_cols) {
+    const int band = t / (GROUP_ROWS * tile_cols), in_band = t % (GROUP_ROWS * tile_cols);
+    const int band_rows = min(GROUP_ROWS, tile_rows - band * GROUP_ROWS);
+    return {(band * GROUP_ROWS + in_band % band_rows) * BM, in_band / band_rows * BN};
+}
+
 /* The M×N product alpha · op(A) · op(B) + beta · C, stored as C (M×N), or with C_TRANSPOSED as
  * its transpose (C is N×M); A and B read through their tensor maps (T: bf16, or float read as
  * TF32: then B K-major, and an MN-major A through registers). Persistent: block b takes tiles
- * b, b + gridDim.x, ... of the ceil(M/BM) × ceil(N/BN) grid, row by row, so the producer loads
- * the next tile's stages while the consumers store the last one. THREADS threads,
- * SHARED_BYTES of dynamic shared memory. */
+ * b, b + gridDim.x, ... (origin_of), so the producer loads the next tile's stages while the
+ * consumers store the last one. THREADS threads, SHARED_BYTES of dynamic shared memory. */
 template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B, bool C_TRANSPOSED>
 __global__ void __launch_bounds__(THREADS, 1)
 gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
@@ -282,7 +294,7 @@ gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_co
     char *tiles = shared_bytes + (SWIZZLE_BYTES - shared_address(shared_bytes) % SWIZZLE_BYTES) % SWIZZLE_BYTES;
     __shared__ uint64_t full[STAGES], empty[STAGES]; /* a stage's tiles landed / no longer read */
     const int warpgroup = threadIdx.x / 128, steps = (k + BK - 1) / BK;
-    const int tile_cols = (n + BN - 1) / BN, tile_count = tile_cols * ((m + BM - 1) / BM);
+    const int tile_rows = (m + BM - 1) / BM, tile_cols = (n + BN - 1) / BN, tile_count = tile_rows * tile_cols;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) barrier_init(&full[s], 1), barrier_init(&empty[s], CONSUMERS);
         barrier_init_fence();
@@ -295,14 +307,14 @@ gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_co
         registers_down<PRODUCER_REGISTERS>();
         if (threadIdx.x != 0) return;
         for (int t = blockIdx.x, done = 0; t < tile_count; t += gridDim.x, done += steps) {
-            const int row0 = t / tile_cols * BM, col0 = t % tile_cols * BN;
+            const tile_origin at = origin_of(t, tile_rows, tile_cols);
             for (int step = 0; step < steps; step++) {
                 const int s = (done + step) % STAGES, round = (done + step) / STAGES;
                 barrier_wait(&empty[s], (round & 1) ^ 1); /* round 0: free from the start */
                 char *a_tile = tiles + s * STAGE_BYTES, *b_tile = a_tile + A_TILE_BYTES;
                 barrier_arrive_expecting(&full[s], STAGE_BYTES);
-                tile<T, BM, MN_MAJOR_A>::load(a_tile, &a_map, row0, step * BK, &full[s]);
-                tile<T, BN, MN_MAJOR_B>::load(b_tile, &b_map, col0, step * BK, &full[s]);
+                tile<T, BM, MN_MAJOR_A>::load(a_tile, &a_map, at.row0, step * BK, &full[s]);
+                tile<T, BN, MN_MAJOR_B>::load(b_tile, &b_map, at.col0, step * BK, &full[s]);
             }
         }
         return;
@@ -333,7 +345,8 @@ gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_co
         wgmma_wait<0>();
         fence_accumulators<ACCUMULATORS>(acc);
         if (IN_FLIGHT > 0) free_stage(done + steps - 1);
-        store_tile<C_TRANSPOSED>(acc, out, m, n, t / tile_cols * BM + 64 * consumer, t % tile_cols * BN);
+        const tile_origin at = origin_of(t, tile_rows, tile_cols);
+        store_tile<C_TRANSPOSED>(acc, out, m, n, at.row0 + 64 * consumer, at.col0);
     }
 }
 
