@@ -25,7 +25,7 @@
  * operand without them, K = 0, or TN without room in the workspace go to the rung before
  * (gemm_8_bf16_wgmma.cu, gemm_9_tf32_wgmma.cu), whose element-by-element paths take any layout.
  * No split-K: this rung is for products with a wave of tiles or more. The design and its
- * measurements: docs/kernels.md, "Design notes: gemm_11_wgmma_tma.cu". */
+ * measurements: docs/kernels.md, rung 11 in "The GEMM ladder". */
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
