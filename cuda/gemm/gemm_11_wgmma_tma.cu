@@ -139,7 +139,8 @@ template <typename T, int ROWS, bool MN_MAJOR> struct tile {
     /* The descriptor of the 64 (A) or ROWS (B) rows from i (i % 64 == 0) for the k from kk. */
     __device__ static uint64_t slice(const char *tile_start, int i, int kk) {
         constexpr int LEADING_BYTES = MN_MAJOR ? ATOM_BYTES : 16; /* unused K-major */
-        const int offset = MN_MAJOR ? i / ATOM_ROWS * ATOM_BYTES + kk * ROW_BYTES : i * ROW_BYTES + kk * (int)sizeof(T);
+        const int offset = MN_MAJOR ? i / ATOM_ROWS * ATOM_BYTES + kk * ROW_BYTES
+                                    : i * ROW_BYTES + kk * (int)sizeof(T);
         return descriptor(tile_start + offset, LEADING_BYTES, SWIZZLE_BYTES);
     }
 
@@ -234,9 +235,13 @@ __device__ __forceinline__ void multiply_stage(float (&acc)[ACCUMULATORS], const
     for (int step = 0; step < element<T>::KSTEPS; step++) {
         const int kk = step * element<T>::WGMMA_K;
         const uint64_t b = b_tile_t::slice(b_tile, 0, kk);
-        if constexpr (sizeof(T) == 2) wgmma_m64n256k16<MN_MAJOR_A, MN_MAJOR_B>(acc, a_tile_t::slice(a_tile, 64 * consumer, kk), b);
-        else if constexpr (A_IN_REGISTERS) wgmma_m64n256k8_a_registers(acc, a[step], b);
-        else wgmma_m64n256k8(acc, a_tile_t::slice(a_tile, 64 * consumer, kk), b);
+        if constexpr (A_IN_REGISTERS) {
+            wgmma_m64n256k8_a_registers(acc, a[step], b);
+        } else {
+            const uint64_t a_slice = a_tile_t::slice(a_tile, 64 * consumer, kk);
+            if constexpr (sizeof(T) == 2) wgmma_m64n256k16<MN_MAJOR_A, MN_MAJOR_B>(acc, a_slice, b);
+            else wgmma_m64n256k8(acc, a_slice, b);
+        }
     }
 }
 
@@ -264,16 +269,16 @@ __device__ __forceinline__ void store_tile(const float (&acc)[ACCUMULATORS], con
 }
 
 /* Where tile t of the ceil(M/BM) × ceil(N/BN) grid starts. Tiles go column by column through
- * bands of GROUP_ROWS tile rows, so that the blocks at work at one time share few rows of A and
+ * bands of BAND_ROWS tile rows, so that the blocks at work at one time share few rows of A and
  * columns of B, and L2 holds them, even where B alone would not fit. */
-constexpr int GROUP_ROWS = 8;
+constexpr int BAND_ROWS = 8;
 struct tile_origin {
     int row0, col0;
 };
 __device__ __forceinline__ tile_origin origin_of(int t, int tile_rows, int tile_cols) {
-    const int band = t / (GROUP_ROWS * tile_cols), in_band = t % (GROUP_ROWS * tile_cols);
-    const int band_rows = min(GROUP_ROWS, tile_rows - band * GROUP_ROWS);
-    return {(band * GROUP_ROWS + in_band % band_rows) * BM, in_band / band_rows * BN};
+    const int band = t / (BAND_ROWS * tile_cols), in_band = t % (BAND_ROWS * tile_cols);
+    const int band_rows = min(BAND_ROWS, tile_rows - band * BAND_ROWS);
+    return {(band * BAND_ROWS + in_band % band_rows) * BM, in_band / band_rows * BN};
 }
 
 /* The M×N product alpha · op(A) · op(B) + beta · C, stored as C (M×N), or with C_TRANSPOSED as
@@ -283,18 +288,21 @@ __device__ __forceinline__ tile_origin origin_of(int t, int tile_rows, int tile_
  * consumers store the last one. THREADS threads, SHARED_BYTES of dynamic shared memory. */
 template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B, bool C_TRANSPOSED>
 __global__ void __launch_bounds__(THREADS, 1)
-gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map, const __grid_constant__ CUtensorMap b_map,
-                      int m, int n, int k, float alpha, float beta, float *__restrict__ c, int ldc) {
+gemm_wgmma_tma_kernel(const __grid_constant__ CUtensorMap a_map,
+                      const __grid_constant__ CUtensorMap b_map, int m, int n, int k, float alpha,
+                      float beta, float *__restrict__ c, int ldc) {
     constexpr int BK = element<T>::BK;
     constexpr bool A_IN_REGISTERS = sizeof(T) == 4 && MN_MAJOR_A;
     /* A step's wgmma stay in flight while the next waits for its tiles; not with A in registers,
      * which ptxas would serialize (the next step's fragments are loaded while they run). */
     constexpr int IN_FLIGHT = A_IN_REGISTERS ? 0 : 1;
     extern __shared__ __align__(16) char shared_bytes[]; /* STAGES × (A tile, B tile) */
-    char *tiles = shared_bytes + (SWIZZLE_BYTES - shared_address(shared_bytes) % SWIZZLE_BYTES) % SWIZZLE_BYTES;
+    char *tiles =
+        shared_bytes + (SWIZZLE_BYTES - shared_address(shared_bytes) % SWIZZLE_BYTES) % SWIZZLE_BYTES;
     __shared__ uint64_t full[STAGES], empty[STAGES]; /* a stage's tiles landed / no longer read */
     const int warpgroup = threadIdx.x / 128, steps = (k + BK - 1) / BK;
-    const int tile_rows = (m + BM - 1) / BM, tile_cols = (n + BN - 1) / BN, tile_count = tile_rows * tile_cols;
+    const int tile_rows = (m + BM - 1) / BM, tile_cols = (n + BN - 1) / BN;
+    const int tile_count = tile_rows * tile_cols;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) barrier_init(&full[s], 1), barrier_init(&empty[s], CONSUMERS);
         barrier_init_fence();
@@ -356,8 +364,8 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
     static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
     if (!encode) {
         cudaDriverEntryPointQueryResult found;
-        CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void **>(&encode),
-                                                    12000, cudaEnableDefault, &found));
+        CUDA_CHECK(cudaGetDriverEntryPointByVersion(
+            "cuTensorMapEncodeTiled", reinterpret_cast<void **>(&encode), 12000, cudaEnableDefault, &found));
         if (found != cudaDriverEntryPointSuccess) {
             std::fprintf(stderr, "gpu_gemm_*_wgmma_tma: the driver has no cuTensorMapEncodeTiled\n");
             std::exit(1);
@@ -367,18 +375,22 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 }
 
 /* The tensor map of an operand: X(i, k) at x[i·ld + k] (K-major) or x[k·ld + i] (MN-major), i
- * < rows, k < depth, read in boxes of one tile (K-major) or one atom (MN-major). */
-template <typename T> CUtensorMap operand_map(const T *x, int ld, int rows, int depth, int tile_rows, bool mn_major) {
-    const cuuint64_t extent[2] = {(cuuint64_t)(mn_major ? rows : depth), (cuuint64_t)(mn_major ? depth : rows)};
+ * < rows, k < depth, read in boxes of one tile of box_rows (K-major) or one atom (MN-major). */
+template <typename T>
+CUtensorMap operand_map(const T *x, int ld, int rows, int depth, int box_rows, bool mn_major) {
+    const cuuint64_t extent[2] = {(cuuint64_t)(mn_major ? rows : depth),
+                                  (cuuint64_t)(mn_major ? depth : rows)};
     const cuuint64_t row_stride[1] = {(cuuint64_t)ld * sizeof(T)};
     const cuuint32_t box[2] = {(cuuint32_t)(mn_major ? element<T>::ATOM_ROWS : element<T>::BK),
-                               (cuuint32_t)(mn_major ? element<T>::BK : tile_rows)};
+                               (cuuint32_t)(mn_major ? element<T>::BK : box_rows)};
     const cuuint32_t element_stride[2] = {1, 1};
-    const CUtensorMapDataType type = sizeof(T) == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
+    const CUtensorMapDataType type =
+        sizeof(T) == 2 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
     CUtensorMap map;
     const CUresult status = tensor_map_encoder()(
-        &map, type, 2, const_cast<T *>(x), extent, row_stride, box, element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE,
-        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        &map, type, 2, const_cast<T *>(x), extent, row_stride, box, element_stride,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (status != CUDA_SUCCESS) {
         std::fprintf(stderr, "gpu_gemm_*_wgmma_tma: cuTensorMapEncodeTiled failed (%d) for a %d×%d operand, "
                      "row stride %d\n", (int)status, rows, depth, ld);
@@ -403,7 +415,8 @@ void launch(cudaStream_t stream, int m, int n, int k, float alpha, const T *a, i
     const auto kernel = gemm_wgmma_tma_kernel<T, MN_MAJOR_A, MN_MAJOR_B, C_TRANSPOSED>;
     static bool allowed = false; /* above 48 KB, the limit must be raised once per kernel */
     if (!allowed) {
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SHARED_BYTES));
+        CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SHARED_BYTES));
         allowed = true;
     }
     const CUtensorMap a_map = operand_map(a, lda, m, k, BM, MN_MAJOR_A);
