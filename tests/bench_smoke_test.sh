@@ -41,9 +41,9 @@ if [ "$device" = cpu ]; then
     run maxpool 10 maxpool --image-sizes 4:64 --planes 3         # 5 sides × sequential, openmp
     run maxpool_window 6 maxpool --image-sizes 1,5,33 --kernel 3 --stride 2 --padding 1
 else
-    run gemm_squares 96 gemm --sizes 2:64 --with-transfer       # 6 sizes × 16 GPU GEMMs
-    run gemm_mlp 160 gemm --mlp-shapes                          # 10 shapes × 16 GPU GEMMs
-    run gemm_shape 16 gemm --shape 33,17,65,TT
+    run gemm_squares 108 gemm --sizes 2:64 --with-transfer      # 6 sizes × 18 GPU GEMMs
+    run gemm_mlp 180 gemm --mlp-shapes                          # 10 shapes × 18 GPU GEMMs
+    run gemm_shape 18 gemm --shape 33,17,65,TT
     run dot 32 dot --sizes 1K:64K,1000003                       # 8 lengths × 4 GPU dots
     run maxpool 5 maxpool --image-sizes 4:64 --planes 3
     run maxpool_window 3 maxpool --image-sizes 1,5,33 --kernel 3 --stride 2 --padding 1
