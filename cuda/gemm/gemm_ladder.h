@@ -124,10 +124,11 @@ void gpu_gemm_tiled_tf32_fp16_a_with_plan(int tile_rows, int tile_cols, int spli
                                           const gemm_epilogue *epilogue = nullptr);
 
 /* 11. gemm_11_wgmma_tma.cu, Hopper only: rungs 8 and 9 fed by TMA copies from a producer
- *     warpgroup into 4 stages, 128×256 tiles, no split-K (for products of a wave of tiles or
- *     more). BF16 takes rung 8's contract, TF32 rung 9's (TN lays B out K-major in the
- *     workspace first). Where TMA cannot map an operand (an unaligned base or row stride), K is
- *     0, or TN's copy has no room, the rung before takes the product. */
+ *     warpgroup into 4 stages, 128×256 tiles, persistent blocks, no split-K (a product of fewer
+ *     tiles than multiprocessors leaves the others idle). BF16 takes rung 8's contract, TF32
+ *     rung 9's (TN lays B out K-major in the workspace first). Where TMA cannot map an operand
+ *     (an unaligned base or row stride), K is 0, or TN's copy has no room, the rung before
+ *     takes the product. */
 void gpu_gemm_bf16_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS);
 void gpu_gemm_tf32_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS);
 
