@@ -11,7 +11,7 @@
 #   gputest   the GPU's CTest tests alone (label gpu; CI runs the CPU's)
 #   sanitize  compute-sanitizer memcheck, racecheck and initcheck on the GPU test programs, side by
 #             side (SANITIZE_TOOLS="racecheck" runs one tool; the memcheck runs of mlp_train come
-#             with memcheck)
+#             with memcheck); all three at once outrun a 10-minute call: one tool a call
 #   fused     the fused kernel under compute-sanitizer: its test (memcheck, racecheck), and
 #             memcheck on a whole pass of mlp_train --impl fused (4 units a block, many stages)
 #   ncu       Nsight Compute on the first steps' kernels, selected by NVTX range
