@@ -37,6 +37,7 @@
 #include "cuda/gemm/gemm_common.cuh"
 #include "cuda/gemm/gemm_ladder.h"
 #include "cuda/gemm/gemm_output.cuh"
+#include "cuda/gemm/gemm_split_k.cuh" /* gemm_multiprocessor_count */
 #include "cuda/gemm/wgmma.cuh"
 
 namespace {
@@ -399,14 +400,6 @@ CUtensorMap operand_map(const T *x, int ld, int rows, int depth, int box_rows, b
     return map;
 }
 
-/* The current device's multiprocessors: the persistent kernel's blocks, one on each. */
-int multiprocessors() {
-    int device, count;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-}
-
 /* The product of the M×N tile grid, stored as C or, with C_TRANSPOSED, as Cᵀ (ldc: its row
  * stride either way). */
 template <typename T, bool MN_MAJOR_A, bool MN_MAJOR_B, bool C_TRANSPOSED = false>
@@ -422,7 +415,8 @@ void launch(cudaStream_t stream, int m, int n, int k, float alpha, const T *a, i
     const CUtensorMap a_map = operand_map(a, lda, m, k, BM, MN_MAJOR_A);
     const CUtensorMap b_map = operand_map(b, ldb, n, k, BN, MN_MAJOR_B);
     const long tiles = (long)blocks_for(n, BN) * blocks_for(m, BM);
-    kernel<<<(unsigned)std::min<long>(tiles, multiprocessors()), THREADS, SHARED_BYTES, stream>>>(
+    /* persistent: at most one block per multiprocessor */
+    kernel<<<(unsigned)std::min<long>(tiles, gemm_multiprocessor_count()), THREADS, SHARED_BYTES, stream>>>(
         a_map, b_map, m, n, k, alpha, beta, c, ldc);
     CUDA_CHECK_LAUNCH();
 }
