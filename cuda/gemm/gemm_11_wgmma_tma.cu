@@ -421,17 +421,11 @@ void launch(cudaStream_t stream, int m, int n, int k, float alpha, const T *a, i
     CUDA_CHECK_LAUNCH();
 }
 
-void require_hopper(const char *name) {
-    if (gpu_gemm_wgmma_available()) return;
-    std::fprintf(stderr, "%s: needs a GPU of compute capability 9.0 (Hopper)\n", name);
-    std::exit(1);
-}
-
 } // namespace
 
 void gpu_gemm_bf16_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS) {
     if (m == 0 || n == 0) return;
-    require_hopper("gpu_gemm_bf16_wgmma_tma");
+    require_wgmma("gpu_gemm_bf16_wgmma_tma");
     if (k == 0 || !vectors_aligned(a, lda) || !vectors_aligned(b, ldb)) { /* no tensor map for it */
         gpu_gemm_bf16_wgmma(workspace, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
@@ -445,7 +439,7 @@ void gpu_gemm_bf16_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS) {
 
 void gpu_gemm_tf32_wgmma_tma(gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
     if (m == 0 || n == 0) return;
-    require_hopper("gpu_gemm_tf32_wgmma_tma");
+    require_wgmma("gpu_gemm_tf32_wgmma_tma");
     /* TF32 wgmma takes B K-major, and A K-major or from registers. So NT runs as it is, TT with
      * A through registers, NN as Cᵀ = op(B)ᵀ · op(A)ᵀ with op(B)ᵀ through registers, and TN first
      * lays B out K-major in the workspace (rows of K floats), then runs as TT. */

@@ -4,8 +4,6 @@
  * a cp.async pipeline; split-K through the workspace. The design and its measurements:
  * docs/kernels.md, "Design notes: gemm_8_bf16_wgmma.cu". */
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 #include "libs/cuda_check.h"
 #include "cuda/gemm/gemm_async_copy.cuh"
@@ -193,10 +191,7 @@ template <bool TRANS_A, bool TRANS_B> void launch_kernel(gemm_k_split split, flo
 }
 
 void run(gemm_k_split split, gpu_gemm_workspace workspace, GPU_GEMM_BF16_ARGS) {
-    if (!gpu_gemm_wgmma_available()) {
-        std::fprintf(stderr, "gpu_gemm_bf16_wgmma: needs a GPU of compute capability 9.0 (Hopper)\n");
-        std::exit(1);
-    }
+    require_wgmma("gpu_gemm_bf16_wgmma");
     float *partials = split.splits > 1 ? workspace.data : nullptr;
 #define GEMM_WGMMA_LAUNCH(TA, TB)                                                                  \
     launch_kernel<TA, TB>(split, partials, stream, trans_a, trans_b, m, n, k, alpha, a, lda, b,    \

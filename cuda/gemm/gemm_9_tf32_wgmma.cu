@@ -29,8 +29,6 @@
  * Shapes: op(A) is M×K, op(B) is K×N, C is M×N, all row-major FP32; A is stored M×K (K×M when
  * transposed), B K×N (N×K when transposed). Any M, N, K and strides. */
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 #include "libs/cuda_check.h"
 #include "cuda/gemm/gemm_async_copy.cuh"
@@ -235,10 +233,7 @@ void launch(gemm_k_split split, float *partials, GPU_GEMM_ARGS) {
 }
 
 void run(gemm_k_split split, gpu_gemm_workspace workspace, GPU_GEMM_ARGS) {
-    if (!gpu_gemm_wgmma_available()) {
-        std::fprintf(stderr, "gpu_gemm_tf32_wgmma: needs a GPU of compute capability 9.0 (Hopper)\n");
-        std::exit(1);
-    }
+    require_wgmma("gpu_gemm_tf32_wgmma");
     float *partials = split.splits > 1 ? workspace.data : nullptr;
     /* The operands that are not K-major (A transposed: K×M; B not: K×N), transposed into the
      * workspace after the partial sums when both fit: then the kernel copies 16 bytes at a time. */

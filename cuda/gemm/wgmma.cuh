@@ -1,17 +1,28 @@
-/* What the wgmma rungs (gemm_8_bf16_wgmma.cu, gemm_9_tf32_wgmma.cu) share: the shared-memory
- * matrix descriptor of the 128-byte swizzle layout, and the fences and waits around
- * wgmma.mma_async (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"). sm_90a
- * only: include it from files built for that target alone. */
+/* What the wgmma rungs (gemm_8_bf16_wgmma.cu, gemm_9_tf32_wgmma.cu, gemm_11_wgmma_tma.cu) share:
+ * the check that the GPU runs wgmma, the shared-memory matrix descriptor of the 128-byte swizzle
+ * layout, and the fences and waits around wgmma.mma_async (PTX ISA, "Asynchronous Warpgroup
+ * Level Matrix Multiply-Accumulate"). sm_90a only: include it from files built for that target
+ * alone. */
 #ifndef MLP_WGMMA_CUH
 #define MLP_WGMMA_CUH
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 #include "cuda/gemm/gemm_async_copy.cuh"
+#include "cuda/gemm/gemm_ladder.h"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "wgmma needs the sm_90a target (CMake: CUDA_ARCHITECTURES 90a)"
 #endif
+
+/* Exits with a message naming `caller` unless this GPU runs wgmma (gpu_gemm_wgmma_available). */
+inline void require_wgmma(const char *caller) {
+    if (gpu_gemm_wgmma_available()) return;
+    std::fprintf(stderr, "%s: needs a GPU of compute capability 9.0 (Hopper)\n", caller);
+    std::exit(1);
+}
 
 /* The 128-byte swizzle: rows of 128 bytes in which the 16-byte chunk j of row r is stored at
  * chunk j ^ (r % 8); the pattern repeats every 8 rows, so a tile starts on 1024 bytes. */
