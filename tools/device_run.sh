@@ -389,7 +389,7 @@ stage_compare() {
 stage_strongest() {
     run_compare strongest --device gpu --batch ${STRONGEST_BATCHES:-512} --precisions ${STRONGEST_PRECISIONS:-fp32} \
         --impls tiled fused --graph on --peers torch-graph jax-scan torch-compile --sums ${STRONGEST_SUMS:-without} \
-        --jax-unroll 1 4 --epochs 6 --wall-runs 0
+        --epochs 6 --wall-runs 0
 }
 
 stage_precision() {
