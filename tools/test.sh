@@ -17,8 +17,8 @@ ctest --test-dir "$root/build" --output-on-failure -j "$jobs"
 echo "== CPU-only build with sanitizers (build-sanitize/)"
 # Under the sanitizers: the unit tests, the command line on real data (cli), the benchmark and
 # the MPI parameters; not the long end-to-end runs, which repeat the same code for minutes (they
-# ran above) nor the package's installation
-long_runs='^(determinism_.*|study_quick|mpi_training|mnist_cpu_blas|install|schedule_cpu)$'
+# ran above), nor the package's installation, nor the comparison tool's test (a Python tool's)
+long_runs='^(determinism_.*|study_quick|mpi_training|mnist_cpu_blas|install|schedule_cpu|compare_tool)$'
 cmake -S "$root" -B "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMLP_CUDA=OFF \
     -DMLP_SANITIZE=ON >/dev/null
 cmake --build "$root/build-sanitize" -j "$jobs"

@@ -20,8 +20,9 @@ Contenders (GPU, --device gpu):
   Every contender runs with and without its training-loss and accuracy sums (--sums; mlp_train's
   --no-train-metrics), JAX at each lax.scan unroll (--jax-unroll 1 2 4 8). A ratio is taken in
   each pairing, sums on both sides and sums on neither, each side at its fastest configuration
-  in that pairing (named in the notes), at the same precision; a lead counts only as far as it
-  holds in both: the ratio shown and judged is the smaller.
+  in that pairing (named in the notes; every configuration's epoch is in the JSON), at the same
+  precision; a lead counts only as far as it holds in both: the ratio shown and judged is the
+  smaller.
   --precisions fp32 tf32 bf16: each of tiled, blas and fused also with --precision tf32 and bf16
              (the GEMMs' products on tensor cores): rows of their own, not counted as the fastest
              FP32 mlp_train, and a table of each against its FP32 run: epoch ms and test accuracy,
@@ -190,14 +191,17 @@ def peer_process(contender):
 
 def run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
     """The group's contenders (one script, one precision) in every configuration. Each keeps, in
-    'by_sums', its fastest run in each --sums setting (epoch_s and configuration), and as its
-    outcome the fastest in the first setting (as mlp_train's, run_ours), named in its note, or,
-    where nothing in that setting ran, its failure."""
-    first, by_sums = {}, {}
+    'by_sums', its fastest run in each --sums setting (epoch_s and configuration), in
+    'configurations' every run (configuration, status, epoch_s where it ran), and as its outcome
+    the fastest in the first setting (as mlp_train's, run_ours), named in its note, or, where
+    nothing in that setting ran, its failure."""
+    first, by_sums, tried = {}, {}, {}
     for extra in peer_configurations(args, script, group[0]["precision"]):
         setting = sums_setting(extra)
         for o in run_peer_script(args, script, group, batch, threads, absent_frameworks, runs, extra):
             o["configuration"] = configuration_name(extra)
+            tried.setdefault(o["contender"], []).append(
+                {"configuration": o["configuration"], "status": o["status"], "epoch_s": o.get("epoch_s")})
             fastest_in = by_sums.setdefault(o["contender"], {})
             if o["status"] == "ok" and (setting not in fastest_in or o["epoch_s"] < fastest_in[setting]["epoch_s"]):
                 fastest_in[setting] = {"epoch_s": o["epoch_s"], "configuration": o["configuration"]}
@@ -207,6 +211,7 @@ def run_peer_strongest(args, script, group, batch, threads, absent_frameworks, r
                 first[o["contender"]] = o
     for key, o in first.items():
         o["by_sums"] = by_sums[key]
+        o["configurations"] = tried[key]
         if o["status"] == "ok":
             o["note"] = o["configuration"]
     return list(first.values())
