@@ -2,7 +2,7 @@
 """Time to accuracy over seeds: a recipe of mlp_train, run with N seeds (10 by default), as mean
 ± standard deviation of the final test accuracy, the training time (the epochs' time_s) and the
 whole process's wall time; and the same recipe in JAX (tools/peers/jax_mlp.py, lax.scan, the
-faster unroll of 1 and 4) and PyTorch (tools/peers/pytorch_mlp.py, the faster of eager and, on
+fastest unroll of 1, 2, 4 and 8) and PyTorch (tools/peers/pytorch_mlp.py, the faster of eager and, on
 the GPU, its CUDA graph), each seed once, in the same run. The peers run at their strongest:
 without the training-metric sums that mlp_train computes.
 
@@ -93,7 +93,7 @@ def run_peer(args, peer, options, seeds):
     base = [sys.executable, str(script), "--device", device, "--data", args.data, "--seed",
             *map(str, seeds), "--no-train-metrics"] + options
     if peer == "jax":
-        variants = [["--unroll", u] for u in ("1", "4")]
+        variants = [["--unroll", u] for u in ("1", "2", "4", "8")]
     else:
         variants = [["--modes", "eager"]] + ([["--modes", "graph"]] if args.device == "gpu" else [])
     best = None
