@@ -18,12 +18,12 @@ echo "== CPU-only build with sanitizers (build-sanitize/)"
 # Under the sanitizers: the unit tests, the command line on real data (cli), the benchmark and
 # the MPI parameters; not the long end-to-end runs, which repeat the same code for minutes (they
 # ran above), nor the package's installation, nor the comparison tool's test (a Python tool's)
-long_runs='^(determinism_.*|study_quick|mpi_training|mnist_cpu_blas|install|schedule_cpu|compare_tool)$'
+unsanitized='^(determinism_.*|study_quick|mpi_training|mnist_cpu_blas|install|schedule_cpu|compare_tool)$'
 cmake -S "$root" -B "$root/build-sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMLP_CUDA=OFF \
     -DMLP_SANITIZE=ON >/dev/null
 cmake --build "$root/build-sanitize" -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs" -L cpu -E "$long_runs"
+    ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs" -L cpu -E "$unsanitized"
 
 echo "== CPU-only build without MPI (build-no-mpi/)"
 cmake -S "$root" -B "$root/build-no-mpi" -DCMAKE_BUILD_TYPE=Release -DMLP_CUDA=OFF -DMLP_MPI=OFF \
