@@ -40,15 +40,6 @@ void gemm_naive(backend *be, bool ta, bool tb, int m, int n, int k, float alpha,
                    epilogue);
 }
 
-/* The ladder's fastest FP32 rung (gemm_5_tiled.cu, docs/kernels.md): rung 4's warp tiles fed by a
- * cp.async pipeline; faster than rung 3 (gemm_3_blocked.cu) on every product of the MLP. */
-void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
-                int lda, const float *b, int ldb, float beta, float *c, int ldc,
-                const gemm_epilogue *epilogue) {
-    gpu_gemm_tiled(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
-                   epilogue);
-}
-
 /* For the GEMMs without an epilogue of their own (cuBLAS, the tensor-core rungs of the ladder):
  * the unfused element-wise kernels, one more pass over C (M×N, row stride ldc). */
 void apply_epilogue(gpu_state *gpu, float *c, int m, int n, int ldc, const gemm_epilogue *epilogue) {
@@ -75,9 +66,22 @@ const T *aligned_copy(gpu_state *gpu, const float *x, bool trans, int rows, int 
     return copy && vectors_aligned(copy, ld) ? copy : nullptr;
 }
 
-/* C (m×n, row stride ldc) is about to be written without a copy. */
+/* C (m×n, row stride ldc) is about to be written without a copy, and not while the output
+ * layer's sums may read it. */
 void c_written(gpu_state *gpu, const float *c, int m, int n, int ldc) {
-    gpu_narrow_copies_written(&gpu->narrow_copies, c, stored_extent(false, m, n, ldc) * sizeof(float));
+    size_t extent = stored_extent(false, m, n, ldc);
+    gpu_narrow_copies_written(&gpu->narrow_copies, c, extent * sizeof(float));
+    gpu_join_output_sums_reading(gpu, c, extent);
+}
+
+/* The ladder's fastest FP32 rung (gemm_5_tiled.cu, docs/kernels.md): rung 4's warp tiles fed by a
+ * cp.async pipeline; faster than rung 3 (gemm_3_blocked.cu) on every product of the MLP. */
+void gemm_tiled(backend *be, bool ta, bool tb, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                const gemm_epilogue *epilogue) {
+    c_written(gpu_of(be), c, m, n, ldc);
+    gpu_gemm_tiled(gpu_of(be)->stream, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc,
+                   epilogue);
 }
 
 /* TF32 and BF16 tensor cores: ladder rung 10 (gemm_10_tiled_tensor.cu), rung 5's pipeline and
@@ -250,7 +254,7 @@ void softmax_cross_entropy(backend *be, const float *logits, const uint8_t *labe
                               cursor, gpu->softmax_scratch);
 }
 
-/* The output layer in two launches (output_layer.cu) instead of seven. Offered by the tiled
+/* The output layer in three launches (output_layer.cu) instead of seven. Offered by the tiled
  * implementation (and so by fused where it trains step by step), in every precision: its
  * products (N = 10 classes) are about 1% of a step's multiply-adds and stay FP32 (their kernel
  * has no tensor-core path); naive and blas keep the unfused step, which is what they are there
@@ -286,6 +290,9 @@ void output_layer(backend *be, const output_layer_step *step) {
     gpu_output_layer_sums(gpu->sums_stream, *step, gpu->output_layer_scratch);
     CUDA_CHECK(cudaEventRecord(gpu->sums_ready, gpu->sums_stream));
     gpu->sums_pending = true;
+    gpu->sums_inputs[0] = step->hidden;
+    gpu->sums_inputs[1] = step->hidden_delta;
+    gpu->sums_input_floats = (size_t)step->rows * step->in;
 }
 
 void column_sums(backend *be, const float *matrix, int rows, int cols, float *sums) {
@@ -560,6 +567,12 @@ void gpu_join_output_sums(gpu_state *gpu) {
     if (!gpu->sums_pending) return;
     CUDA_CHECK(cudaStreamWaitEvent(gpu->stream, gpu->sums_ready, 0));
     gpu->sums_pending = false;
+}
+
+void gpu_join_output_sums_reading(gpu_state *gpu, const float *p, size_t floats) {
+    for (const float *input : gpu->sums_inputs)
+        if (gpu->sums_pending && p < input + gpu->sums_input_floats && input < p + floats)
+            gpu_join_output_sums(gpu);
 }
 
 void gpu_join_batch_ahead(gpu_state *gpu) {

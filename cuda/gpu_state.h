@@ -12,12 +12,17 @@
 
 struct gpu_state {
     cudaStream_t stream;                /* every operation of the step runs on it, in order... */
-    /* ...but the output layer's sums of partials, which run on sums_stream beside layer 1's
+    /* ...but the output layer's sums over rows, which run on sums_stream beside layer 1's
      * weight gradient (nothing reads them before the update): sums_ready marks their end, and
      * sums_pending says that the stream has yet to wait for it (gpu_join_output_sums). */
     cudaStream_t sums_stream;
     cudaEvent_t rows_done, sums_ready;
     bool sums_pending;
+    /* The sums read the step's hidden activations and hidden delta back (sums_inputs, rows×in
+     * floats each): a GEMM that writes either first waits for them
+     * (gpu_join_output_sums_reading). */
+    const float *sums_inputs[2];
+    size_t sums_input_floats;
     /* ...and the resident feeds' gathers of the next batch, which run on feed_stream beside the
      * current step (gpu_feed.cu): batch_wanted marks where the stream is done with the buffer
      * they fill, batch_ready their end, and batch_pending says that the stream has yet to wait
@@ -40,7 +45,7 @@ struct gpu_state {
     void *cublas_workspace;             /* its workspace, fixed so that its calls can be recorded */
     gpu_softmax_scratch softmax_scratch; /* the output bias gradient's partial sums */
     unsigned *update_blocks_done;       /* the update kernels' count of finished blocks (gpu_step_end) */
-    /* tiled in FP32 only: the fused output layer's partial sums (output_layer_prepare) */
+    /* tiled and fused: the output layer's dlogits and partial sums (output_layer_prepare) */
     float *output_layer_scratch;
     size_t output_layer_scratch_floats;
     /* tiled and fused: 16-bit copies that the products read where they are current
@@ -87,8 +92,10 @@ bool gpu_pixels_fit_tf32_in_fp16(float scale, float shift);
 void gpu_refresh_narrow_copies(gpu_state *gpu, const void *p, size_t bytes);
 
 /* Makes the stream wait for the output layer's sums, if they are still running beside it: before
- * their scratch is written again. */
+ * their scratch is written again; and, with _reading, only if they read [p, p + floats): before
+ * that is written. */
 void gpu_join_output_sums(gpu_state *gpu);
+void gpu_join_output_sums_reading(gpu_state *gpu, const float *p, size_t floats);
 
 /* Makes the stream wait for the batch gathered ahead on feed_stream, if it is still pending:
  * before the step that reads it (gpu_feed.cu). */

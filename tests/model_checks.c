@@ -206,10 +206,10 @@ float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
     synthetic_dataset(&test, SYNTHETIC_TEST, run->seed + 1);
     mlp_shape shape;
     char err[256];
-    int hidden[2] = {32, 16};
+    int hidden[3] = {32, 16, 16};
     if (run->hidden > 0) hidden[0] = run->hidden;
-    mlp_shape_make(&shape, train.features, hidden, run->hidden > 0 ? 1 : 2, DATASET_CLASSES, err,
-                   sizeof err);
+    int hidden_layers = run->hidden > 0 ? 1 : run->deep ? 3 : 2;
+    mlp_shape_make(&shape, train.features, hidden, hidden_layers, DATASET_CLASSES, err, sizeof err);
     float *initial = malloc(shape.param_count * sizeof(float));
     mlp_init_parameters(&shape, run->seed, initial);
     train_config config = {

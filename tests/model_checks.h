@@ -46,6 +46,7 @@ typedef struct {
     uint64_t seed;
     feed_options feed;     /* where batches come from; {DATA_RESIDENT, false} for the usual */
     int hidden;            /* 0: two hidden layers, 32 and 16 wide; else one layer this wide */
+    bool deep;             /* with hidden 0: three hidden layers, 32, 16 and 16 wide */
     bool record_steps;     /* record a step once and replay it (CUDA graphs), where possible */
     int epochs;            /* 0 means 1 */
     int samples;           /* training images; 0: steps batches, the last a partial one */
@@ -71,9 +72,9 @@ typedef struct {
 #define REGULARIZATION_WEIGHT_DECAY 0.5f
 #define REGULARIZATION_LABEL_SMOOTHING 0.1f
 
-/* Trains a 64-32-16-10 MLP (or 64-hidden-10) for run->epochs epochs on synthetic data (random
- * 8×8 images whose label depends on the pixels) and returns its parameters (malloc'd, *count
- * floats) and the last epoch's losses. */
+/* Trains a 64-32-16-10 MLP (64-32-16-16-10 deep, or 64-hidden-10) for run->epochs epochs on
+ * synthetic data (random 8×8 images whose label depends on the pixels) and returns its
+ * parameters (malloc'd, *count floats) and the last epoch's losses. */
 float *train_synthetic(backend *be, const synthetic_run *run, size_t *count,
                        synthetic_result *result);
 

@@ -471,8 +471,8 @@ bool is_tf32_in_fp16_copy(const std::vector<__half> &copy, const std::vector<flo
 constexpr double OUTPUT_LAYER_BOUND = 1e-5;
 
 /* h is a ReLU's output (about half zeros); the metrics land at the cursor's row. For half the
- * shapes (rows + in even), with and without label smoothing, the two launches apart, the rows'
- * with a BF16 copy of the hidden delta. */
+ * shapes (rows + in even), with and without label smoothing, the rows' launch and the sums'
+ * apart, the rows' with a BF16 copy of the hidden delta. */
 void check_output_layer(int rows, int in, int classes, float smoothing) {
     const int offset = 5;
     std::vector<float> h = random_floats((size_t)rows * in, -1, 1);

@@ -430,6 +430,24 @@ static void check_tf32_reads_batch_copy(uint64_t seed) {
     }
 }
 
+/* Three hidden layers: the input gradients' GEMMs write the buffer of the output layer's hidden
+ * delta again while its sums may still read it beside them (gpu_join_output_sums_reading makes
+ * them wait). Tiled, steps recorded, against the CPU. */
+static void check_deep_model(uint64_t seed) {
+    backend *be = gpu_backend_create("tiled", 0, PRECISION_FP32);
+    synthetic_run run = {.optimizer = OPTIMIZER_SGD, .batch = 32, .steps = 50, .seed = seed,
+                         .feed = {DATA_RESIDENT, false}, .deep = true, .record_steps = true};
+    size_t n;
+    synthetic_result result, cpu_result;
+    float *params = train_synthetic(be, &run, &n, &result);
+    double difference = cpu_agreement(be, "naive", &run, params, n, AGREEMENT_BOUND, &cpu_result);
+    CHECK(difference < AGREEMENT_BOUND,
+          "gpu tiled vs the nearest cpu implementation, three hidden layers: parameters differ by "
+          "%.3g after 50 steps", difference);
+    free(params);
+    be->destroy(be);
+}
+
 static void check_trainings(uint64_t seed) {
     for (int i = 0; i < 4; i++) check_implementation(IMPLS[i], seed);
 }
@@ -444,6 +462,7 @@ static void check_others(uint64_t seed) {
     check_resident_feed(seed);
     check_precisions(seed);
     check_tf32_reads_batch_copy(seed);
+    check_deep_model(seed);
 }
 
 /* The test in parts, which MLP_TEST_PART picks one of (compute-sanitizer is slow:

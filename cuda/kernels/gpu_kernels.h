@@ -39,22 +39,23 @@ void gpu_softmax_cross_entropy(cudaStream_t stream, const float *logits, const u
                                int32_t *prediction, const pass_cursor *cursor,
                                gpu_softmax_scratch scratch);
 
-/* output_layer.cu: a training step's output layer, forward and backward, in two launches
+/* output_layer.cu: a training step's output layer, forward and backward, in three launches
  * (backend.h, output_layer_step). gpu_output_layer_fits says whether the kernels hold in inputs
  * and classes outputs; scratch holds gpu_output_layer_scratch_floats(rows...) floats (the
- * blocks' partial sums; one per stream). */
+ * dlogits and the blocks' partial sums; one per stream). */
 constexpr int OUTPUT_LAYER_MAX_IN = 1024;
 bool gpu_output_layer_fits(int in, int classes);
 size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes);
 void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float *scratch);
-/* The same two launches on two streams: the rows (logits, loss, hidden_delta, the partial
- * sums) on `stream`; the sums of the partials (weight_grad, bias_grad, hidden_bias_grad) on
- * `sums_stream`, after the rows (the caller orders it so: an event). What comes next in the
- * step (layer 1's weight gradient reads hidden_delta only) need not wait for the sums.
+/* The same launches on two streams: the rows (logits, loss, hidden_delta, the dlogits) on
+ * `stream`; the sums over rows (weight_grad, bias_grad, hidden_bias_grad) on `sums_stream`,
+ * after the rows (the caller orders it so: an event). What comes next in the step (layer 1's
+ * weight gradient reads hidden_delta only) need not wait for the sums; but the sums read hidden
+ * and hidden_delta, which nothing may write before they end.
  * hidden_delta_bf16 (rows×in; nullptr: none) gets hidden_delta rounded to BF16 (nearest even). */
 void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch,
                            __nv_bfloat16 *hidden_delta_bf16 = nullptr);
-void gpu_output_layer_sums(cudaStream_t sums_stream, const output_layer_step &step, const float *scratch);
+void gpu_output_layer_sums(cudaStream_t sums_stream, const output_layer_step &step, float *scratch);
 
 /* cursor.cu: cursor->first_row += rows, cursor->optimizer_steps += 1, on the device. */
 void gpu_advance_cursor(cudaStream_t stream, pass_cursor *cursor, int rows);

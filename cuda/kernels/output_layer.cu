@@ -1,4 +1,4 @@
-/* The output layer of a training step, forward and backward, in two launches (backend.h,
+/* The output layer of a training step, forward and backward, in three launches (backend.h,
  * output_layer_step), where the unfused step takes seven: the logits' GEMM and its split-K sum,
  * the softmax, the weight gradient's GEMM and its sum, the input gradient's GEMM and the hidden
  * layer's bias sums. The output layer is thin (784-256-10: 10 columns), so its GEMMs are too
@@ -6,33 +6,35 @@
  *
  * Shapes (row-major): h is R×H (the last hidden layer, after its ReLU), W is H×C, b is C.
  *
- * Launch 1, output_layer_rows: one block per 8 rows, a warp per row. W (transposed) and b are
- * copied to shared memory once per block. For row r, lane j holds h[r][j + 32i]:
+ * Launch 1, output_layer_rows, on the step's path: one block per 8 rows, a warp per row. W
+ * (transposed) and b are copied to shared memory once per block. For row r, lane j holds
+ * h[r][j + 32i]:
  *     partial[c] = sum over the lane's k of h[r][k]·W[k][c], for every class c
  *     a transposing sum over the warp leaves logit[c] = b[c] + sum of partial[c] in the lanes
  *     of class c (two lanes a class for C <= 16, one for C <= 32)
  *     softmax across those lanes, as softmax_cross_entropy.cu computes it (label smoothing
- *     included): loss, correctness, the lane's dlogit; then every lane gets every class's
- *     dlogit (shuffles)
+ *     included): loss, correctness, the lane's dlogit, stored to the scratch's dlogits (R×C);
+ *     then every lane gets every class's dlogit (shuffles)
  *     dh[r][k] = sum over c of dlogits[c]·W[k][c], 0 where h[r][k] <= 0, for the lane's k
- *   The block keeps its rows' h, dh and dlogits in shared memory; after a barrier its threads
- *   sum them over the block's rows into the block's plane of partial sums, laid out as
- *     [ dbh (H) | dWᵀ (C×H, dWᵀ[c][k] = sum over rows of h[r][k]·dlogits[r][c]) | db (C) ]
- *   dW is stored class by class so that a warp's stores (consecutive k) are coalesced: in W's own
- *   order (k by k) each of a warp's stores touched 32 sectors of 32 bytes for 4 bytes apiece.
  *   At these sizes the kernel is a chain of latencies, not of arithmetic: its global loads are
  *   all issued before the first wait, and the small blocks spread a batch over many SMs.
- * Launch 2, sum_planes: each of those H + H·C + C outputs is the sum of the planes, added in a
- *   fixed order (deterministic): a block takes 32 outputs, its 8 warps every 8th plane, and
- *   warp 0 adds the warps' sums in order. It may run on a stream of its own (the GPU backend
- *   puts it beside layer 1's weight gradient, which needs only dh): gpu_output_layer_rows and
- *   gpu_output_layer_sums are the two launches apart.
+ * Launches 2 and 3, the sums over rows, may run on a stream of their own (the GPU backend puts
+ *   them beside layer 1's weight gradient, which needs only dh): gpu_output_layer_rows and
+ *   gpu_output_layer_sums are the launches apart. They read h and dh back from global memory
+ *   and the dlogits from the scratch.
+ *   Launch 2, partial_sums: a block per 32 hidden units (a lane each) and 64 rows (8 a warp)
+ *     writes its plane of the scratch's partial sums over those rows, laid out as
+ *       [ dbh (H) | dWᵀ (C×H, dWᵀ[c][k] = sum over rows of h[r][k]·dlogits[r][c]) | db (C) ]
+ *     dW is stored class by class so that a warp's stores (consecutive k) are coalesced.
+ *   Launch 3, sum_planes: each of those H + H·C + C outputs is the sum of the planes, added in a
+ *     fixed order (deterministic): a block takes 32 outputs, its 8 warps every 8th plane, and
+ *     warp 0 adds the warps' sums in order.
  *
  * Where asked (--precision bf16: gpu_narrow_copies.h), launch 1 also writes dh rounded to BF16.
  *
  * Limits: H ≤ OUTPUT_LAYER_MAX_IN (a lane holds H/32 values of a row), C ≤ 32 (a lane holds
- * every logit), and W with the block's rows must fit in shared memory; the backend checks
- * them (gpu_output_layer_fits) before it offers the operation. */
+ * every logit), and W must fit in shared memory; the backend checks them
+ * (gpu_output_layer_fits) before it offers the operation. */
 #include <cmath>
 
 #include "core/label_smoothing.h"
@@ -47,15 +49,22 @@ constexpr int THREADS = 256;
 constexpr int WARPS = THREADS / 32;
 constexpr int ROWS_PER_BLOCK = WARPS; /* a row per warp */
 constexpr int MAX_CLASSES = 32;
+constexpr int ROWS_PER_PLANE = 64; /* rows a block of partial_sums adds: 8 a warp */
 
 struct row_args {
     output_layer_step step;
     __nv_bfloat16 *hidden_delta_bf16; /* nullptr: no BF16 copy of hidden_delta */
-    float *planes; /* blocks × plane_floats */
+    float *dlogits; /* R×C */
     smoothed_targets targets; /* of step.label_smoothing */
 };
 
 __host__ __device__ int plane_floats(int in, int classes) { return in + in * classes + classes; }
+int planes_for(int rows) { return (rows + ROWS_PER_PLANE - 1) / ROWS_PER_PLANE; }
+
+/* The scratch of a step of R rows: the dlogits (R×C), then planes_for(R) planes of partial sums. */
+float *planes_in(float *scratch, const output_layer_step &step) {
+    return scratch + (size_t)step.rows * step.classes;
+}
 
 /* The kernels' class counts: C rounded up to 10 (digits and Fashion-MNIST's ten classes: no
  * padding), 16 or 32; and the classes of the softmax's lane layout (a power of two). */
@@ -63,12 +72,10 @@ constexpr int TEN_CLASSES = 10;
 int padded_classes(int classes) { return classes <= TEN_CLASSES ? TEN_CLASSES : classes <= 16 ? 16 : MAX_CLASSES; }
 __host__ __device__ constexpr int lane_classes(int classes) { return classes <= 16 ? 16 : 32; }
 
-/* Floats of shared memory a block of launch 1 uses: W and b (padded), then h, dh and dlogits of
- * its rows. */
+/* Floats of shared memory a block of launch 1 uses: W (transposed and padded) and b. */
 size_t row_shared_floats(int in, int classes) {
     int padded = padded_classes(classes);
-    return (size_t)(in + 1) * padded + lane_classes(padded) + 2 * (size_t)ROWS_PER_BLOCK * in +
-           (size_t)ROWS_PER_BLOCK * padded;
+    return (size_t)(in + 1) * padded + lane_classes(padded);
 }
 
 /* The kernels come in sizes: C is padded to CLASSES (10, 16 or 32), VALUES (8 or 32) bounds
@@ -143,15 +150,15 @@ __device__ float sum_over_classes(float x, int lanes) {
     return x;
 }
 
-/* The warp's row (lane j holds h[j + 32i]) through the layer; h, dh and dlogits go to the block's
- * shared rows at `slot`, dh to hidden_delta (and, rounded, to hidden_delta_bf16 unless null). wt
- * (W transposed) and bias are in shared memory. SMOOTH: with label smoothing (compiled apart, so that the step without it is unchanged). */
+/* The warp's row (lane j holds h[j + 32i]) through the layer; the row's dlogits go to dlogits,
+ * dh to hidden_delta (and, rounded, to hidden_delta_bf16 unless null). wt (W transposed) and
+ * bias are in shared memory. SMOOTH: with label smoothing (compiled apart, so that the step
+ * without it is unchanged). */
 template <int CLASSES, int VALUES, bool SMOOTH>
 __device__ void output_row(const output_layer_step &p, __nv_bfloat16 *hidden_delta_bf16,
-                           const float *wt, const float *bias,
+                           float *dlogits_out, const float *wt, const float *bias,
                            const float (&h)[VALUES], int row, int label, smoothed_targets targets,
-                           int first_row, float *h_rows, float *dh_rows, float *dlogit_rows,
-                           int slot) {
+                           int first_row) {
     constexpr int LANES_PER_CLASS = 32 / lane_classes(CLASSES);
     int lane = threadIdx.x % 32, H = p.in;
     float partial[CLASSES];
@@ -186,7 +193,8 @@ __device__ void output_row(const output_layer_step &p, __nv_bfloat16 *hidden_del
     float dlogit = p.grad_scale * (e / sum - target);
     if (lane == 0 && p.row_loss) p.row_loss[first_row + row] = logf(sum) - target_logit;
     if (lane == 0 && p.row_correct) p.row_correct[first_row + row] = best == label ? 1.0f : 0.0f;
-    if (lane % LANES_PER_CLASS == 0 && my_class < CLASSES) dlogit_rows[slot * CLASSES + my_class] = dlogit;
+    if (lane % LANES_PER_CLASS == 0 && my_class < p.classes)
+        dlogits_out[(size_t)row * p.classes + my_class] = dlogit;
 
     float dlogits[CLASSES]; /* every class's, in every lane */
 #pragma unroll
@@ -201,36 +209,6 @@ __device__ void output_row(const output_layer_step &p, __nv_bfloat16 *hidden_del
         if (h[i] <= 0.0f) d = 0.0f;
         p.hidden_delta[(size_t)row * H + k] = d;
         if (hidden_delta_bf16) hidden_delta_bf16[(size_t)row * H + k] = __float2bfloat16_rn(d);
-        h_rows[slot * H + k] = h[i];
-        dh_rows[slot * H + k] = d;
-    }
-}
-
-/* The block's plane of partial sums over its rows, [ dbh (H) | dWᵀ (C×H) | db (C) ]: a thread per
- * hidden unit k, its C weight gradients in registers. */
-template <int CLASSES>
-__device__ void block_sums(int H, int C, const float *h_rows, const float *dh_rows,
-                           const float *dlogit_rows, float *plane) {
-    for (int k = threadIdx.x; k < H; k += THREADS) {
-        float dw[CLASSES], dbh = 0.0f;
-#pragma unroll
-        for (int c = 0; c < CLASSES; c++) dw[c] = 0.0f;
-#pragma unroll 2
-        for (int r = 0; r < ROWS_PER_BLOCK; r++) {
-            float hk = h_rows[r * H + k];
-            dbh += dh_rows[r * H + k];
-#pragma unroll
-            for (int c = 0; c < CLASSES; c++) dw[c] = fmaf(hk, dlogit_rows[r * CLASSES + c], dw[c]);
-        }
-        plane[k] = dbh;
-#pragma unroll
-        for (int c = 0; c < CLASSES; c++)
-            if (c < C) plane[H + c * H + k] = dw[c];
-    }
-    if (threadIdx.x < C) {
-        float db = 0.0f;
-        for (int r = 0; r < ROWS_PER_BLOCK; r++) db += dlogit_rows[r * CLASSES + threadIdx.x];
-        plane[H + H * C + threadIdx.x] = db;
     }
 }
 
@@ -242,15 +220,12 @@ __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
     extern __shared__ float shared[];
     wait_for_previous_kernel();
     const output_layer_step &p = a.step;
-    int H = p.in, C = p.classes;
-    float *wt = shared;                                /* W transposed: CLASSES rows, stride H + 1 */
-    float *bias = wt + CLASSES * (H + 1);              /* lane_classes(CLASSES) */
-    float *h_rows = bias + lane_classes(CLASSES);      /* ROWS_PER_BLOCK×H */
-    float *dh_rows = h_rows + ROWS_PER_BLOCK * H;      /* ROWS_PER_BLOCK×H */
-    float *dlogit_rows = dh_rows + ROWS_PER_BLOCK * H; /* ROWS_PER_BLOCK×CLASSES */
+    int H = p.in;
+    float *wt = shared;                   /* W transposed: CLASSES rows, stride H + 1 */
+    float *bias = wt + CLASSES * (H + 1); /* lane_classes(CLASSES) */
 
-    int lane = threadIdx.x % 32, slot = threadIdx.x / 32;
-    int row = blockIdx.x * ROWS_PER_BLOCK + slot;
+    int lane = threadIdx.x % 32;
+    int row = blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32;
     bool has_row = row < p.rows;
     float h[VALUES];
 #pragma unroll
@@ -263,23 +238,75 @@ __global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
     copy_layer<CLASSES>(p, wt, bias);
     __syncthreads();
 
-    if (has_row) {
-        output_row<CLASSES, VALUES, SMOOTH>(p, a.hidden_delta_bf16, wt, bias, h, row, label,
-                                            a.targets, first_row, h_rows, dh_rows, dlogit_rows,
-                                            slot);
-    } else { /* past the last row: zeros, which add nothing to the sums */
-        for (int k = lane; k < H; k += 32) h_rows[slot * H + k] = dh_rows[slot * H + k] = 0.0f;
-        if (lane < CLASSES) dlogit_rows[slot * CLASSES + lane] = 0.0f;
-    }
-    __syncthreads();
-    block_sums<CLASSES>(H, C, h_rows, dh_rows, dlogit_rows,
-                        a.planes + (size_t)blockIdx.x * plane_floats(H, C));
+    if (has_row)
+        output_row<CLASSES, VALUES, SMOOTH>(p, a.hidden_delta_bf16, a.dlogits, wt, bias, h, row,
+                                            label, a.targets, first_row);
 }
 
-/* out[o] = sum over b of planes[b][o], in a fixed order; o indexes [ dbh | dWᵀ | db ]. A block
- * takes 32 outputs; its warp g adds planes g, g + SUM_WARPS, ..., LOADS loads in flight; warp 0
- * then adds the warps' sums in order. The blocks are small (8 warps, few registers) so that they
- * fit beside the weight gradient's GEMM blocks, which run at the same time on the other stream. */
+/* Launch 2: the plane of partial sums over rows [64·blockIdx.y, +64) of hidden units
+ * k = 32·blockIdx.x + lane, [ dbh (H) | dWᵀ (C×H) | db (C, blocks of blockIdx.x = 0) ]. Warp w
+ * adds rows w, w + WARPS, ... of dh[r][k] and h[r][k]·dlogits[r][c], its loads of h and dh
+ * issued before the wait for the dlogits' copy to shared memory; the warps' sums are then added
+ * in order. Rows past the last add nothing. */
+template <int CLASSES>
+__global__ void __launch_bounds__(THREADS) partial_sums(output_layer_step p, const float *dlogits,
+                                                      float *planes) {
+    constexpr int WARP_ROWS = ROWS_PER_PLANE / WARPS;
+    __shared__ float chunk_dlogits[ROWS_PER_PLANE][CLASSES]; /* the padding classes' are 0 */
+    __shared__ float warp_totals[WARPS][CLASSES + 1][32];    /* [w][c][lane]: dW; [w][CLASSES]: dbh */
+    wait_for_previous_kernel();
+    int H = p.in, C = p.classes, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int first_row = blockIdx.y * ROWS_PER_PLANE, k = blockIdx.x * 32 + lane;
+    int rows = min(ROWS_PER_PLANE, p.rows - first_row);
+    float hk[WARP_ROWS], dk[WARP_ROWS];
+#pragma unroll
+    for (int u = 0; u < WARP_ROWS; u++) {
+        int r = warp + u * WARPS;
+        bool in_range = r < rows && k < H;
+        size_t at = (size_t)(first_row + r) * H + k;
+        hk[u] = in_range ? p.hidden[at] : 0.0f;
+        dk[u] = in_range ? p.hidden_delta[at] : 0.0f;
+    }
+    for (int i = threadIdx.x; i < ROWS_PER_PLANE * CLASSES; i += THREADS) {
+        int r = i / CLASSES, c = i % CLASSES;
+        chunk_dlogits[r][c] = r < rows && c < C ? dlogits[(size_t)(first_row + r) * C + c] : 0.0f;
+    }
+    __syncthreads();
+
+    float dbh = 0.0f, dw[CLASSES];
+#pragma unroll
+    for (int c = 0; c < CLASSES; c++) dw[c] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < WARP_ROWS; u++) {
+        dbh += dk[u];
+#pragma unroll
+        for (int c = 0; c < CLASSES; c++)
+            dw[c] = fmaf(hk[u], chunk_dlogits[warp + u * WARPS][c], dw[c]);
+    }
+#pragma unroll
+    for (int c = 0; c < CLASSES; c++) warp_totals[warp][c][lane] = dw[c];
+    warp_totals[warp][CLASSES][lane] = dbh;
+    __syncthreads();
+
+    float *plane = planes + (size_t)blockIdx.y * plane_floats(H, C);
+    for (int c = warp; c <= CLASSES; c += WARPS) { /* a warp an output of each unit */
+        if (k >= H || (c < CLASSES && c >= C)) continue;
+        float total = 0.0f;
+        for (int w = 0; w < WARPS; w++) total += warp_totals[w][c][lane];
+        plane[c == CLASSES ? k : H + c * H + k] = total;
+    }
+    if (blockIdx.x == 0 && threadIdx.x < C) {
+        float db = 0.0f;
+        for (int r = 0; r < ROWS_PER_PLANE; r++) db += chunk_dlogits[r][threadIdx.x];
+        plane[H + H * C + threadIdx.x] = db;
+    }
+}
+
+/* Launch 3: out[o] = sum over b of planes[b][o], in a fixed order; o indexes [ dbh | dWᵀ | db ]. A
+ * block takes 32 outputs; its warp g adds planes g, g + SUM_WARPS, ..., LOADS loads in flight;
+ * warp 0 then adds the warps' sums in order. The blocks are small (8 warps, few registers) so
+ * that they fit beside the weight gradient's GEMM blocks, which run at the same time on the other
+ * stream. */
 constexpr int SUM_WARPS = 8;
 
 __global__ void __launch_bounds__(SUM_WARPS * 32) sum_planes(output_layer_step p, const float *planes, int blocks) {
@@ -339,8 +366,7 @@ bool gpu_output_layer_fits(int in, int classes) {
 }
 
 size_t gpu_output_layer_scratch_floats(int max_rows, int in, int classes) {
-    size_t blocks = (size_t)(max_rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-    return blocks * plane_floats(in, classes);
+    return (size_t)max_rows * classes + (size_t)planes_for(max_rows) * plane_floats(in, classes);
 }
 
 void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, float *scratch,
@@ -356,10 +382,21 @@ void gpu_output_layer_rows(cudaStream_t stream, const output_layer_step &step, f
     }
 }
 
-void gpu_output_layer_sums(cudaStream_t sums_stream, const output_layer_step &step, const float *scratch) {
+void gpu_output_layer_sums(cudaStream_t sums_stream, const output_layer_step &step,
+                           float *scratch) {
+    int planes = planes_for(step.rows);
+    float *plane_scratch = planes_in(scratch, step);
+    if (planes > 0) {
+        dim3 grid((step.in + 31) / 32, planes);
+        auto kernel = partial_sums<MAX_CLASSES>;
+        if (padded_classes(step.classes) == TEN_CLASSES) kernel = partial_sums<TEN_CLASSES>;
+        else if (padded_classes(step.classes) == 16) kernel = partial_sums<16>;
+        launch_dependent(kernel, grid, THREADS, 0, sums_stream, 1, step,
+                         static_cast<const float *>(scratch), plane_scratch);
+    }
     int outputs = plane_floats(step.in, step.classes);
     launch_dependent(sum_planes, (outputs + 31) / 32, SUM_WARPS * 32, 0, sums_stream, 1, step,
-                     scratch, row_blocks(step));
+                     static_cast<const float *>(plane_scratch), planes);
 }
 
 void gpu_output_layer(cudaStream_t stream, const output_layer_step &step, float *scratch) {
