@@ -3,7 +3,7 @@
  *
  * Without it, the GPU launches a kernel only once the kernel before it has finished and its
  * writes have been flushed, so every kernel boundary of a step pays the whole launch of the next
- * grid. A step of the tiled implementation is six kernels.
+ * grid. A step of the tiled implementation is seven kernels, four of them one after the other.
  *
  * With it, the kernels of a step are launched with launch_dependent() and open with
  * wait_for_previous_kernel() (griddepcontrol.wait), before touching memory: the next grid is set
