@@ -416,8 +416,8 @@ void launch(cudaStream_t stream, int m, int n, int k, float alpha, const T *a, i
     const CUtensorMap b_map = operand_map(b, ldb, n, k, BN, MN_MAJOR_B);
     const long tiles = (long)blocks_for(n, BN) * blocks_for(m, BM);
     /* persistent: at most one block per multiprocessor */
-    kernel<<<(unsigned)std::min<long>(tiles, gemm_multiprocessor_count()), THREADS, SHARED_BYTES, stream>>>(
-        a_map, b_map, m, n, k, alpha, beta, c, ldc);
+    const unsigned blocks = (unsigned)std::min<long>(tiles, gemm_multiprocessor_count());
+    kernel<<<blocks, THREADS, SHARED_BYTES, stream>>>(a_map, b_map, m, n, k, alpha, beta, c, ldc);
     CUDA_CHECK_LAUNCH();
 }
 
