@@ -251,21 +251,18 @@ __device__ __forceinline__ void multiply_stage(float (&acc)[ACCUMULATORS], const
 template <bool C_TRANSPOSED>
 __device__ __forceinline__ void store_tile(const float (&acc)[ACCUMULATORS], const gemm_output &out, int m,
                                            int n, int row0, int col0) {
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int row = row0 + 16 * (threadIdx.x / 32 % 4) + g;
+    if constexpr (!C_TRANSPOSED) {
+        store_accumulators<BN>(acc, out, m, n, row0, col0);
+    } else { /* wgmma.cuh's fragment order; lanes g: 8 consecutive floats of a row of C */
+        const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+        const int row = row0 + 16 * (threadIdx.x / 32 % 4) + g;
 #pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-        const int col = col0 + 8 * j + 2 * t;
-        if constexpr (C_TRANSPOSED) { /* lanes g: 8 consecutive floats of a row of C */
+        for (int j = 0; j < BN / 8; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int r = row + e / 2 * 8, cc = col + e % 2;
+                const int r = row + e / 2 * 8, cc = col0 + 8 * j + 2 * t + e % 2;
                 if (r < m && cc < n) write_c(out.c, out.ldc, cc, r, acc[4 * j + e], out.alpha, out.beta);
             }
-        } else {
-            store_pair(out, m, n, row, col, acc[4 * j], acc[4 * j + 1]);
-            store_pair(out, m, n, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
-        }
     }
 }
 

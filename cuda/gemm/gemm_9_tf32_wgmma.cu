@@ -191,14 +191,7 @@ gemm_tf32_wgmma_kernel(int m, int n, int k, int k_per_split, float alpha, const 
     fence_accumulators<ACCUMULATORS>(acc);
 
     const gemm_output out = block_output(c, ldc, alpha, beta, partials, m, n);
-    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int row = row0 + 64 * warpgroup + 16 * warp + g;
-#pragma unroll
-    for (int j = 0; j < WGMMA_N / 8; j++) {
-        const int col = col0 + 8 * j + 2 * t;
-        store_pair(out, m, n, row, col, acc[4 * j], acc[4 * j + 1]);
-        store_pair(out, m, n, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
-    }
+    store_accumulators<WGMMA_N>(acc, out, m, n, row0 + 64 * warpgroup, col0);
 }
 
 template <bool TRANS_A, bool TRANS_B> void launch_kernel(gemm_k_split split, float *partials, GPU_GEMM_ARGS) {

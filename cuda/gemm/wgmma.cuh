@@ -1,8 +1,8 @@
 /* What the wgmma rungs (gemm_8_bf16_wgmma.cu, gemm_9_tf32_wgmma.cu, gemm_11_wgmma_tma.cu) share:
  * the check that the GPU runs wgmma, the shared-memory matrix descriptor of the 128-byte swizzle
- * layout, and the fences and waits around wgmma.mma_async (PTX ISA, "Asynchronous Warpgroup
- * Level Matrix Multiply-Accumulate"). sm_90a only: include it from files built for that target
- * alone. */
+ * layout, the fences and waits around wgmma.mma_async (PTX ISA, "Asynchronous Warpgroup Level
+ * Matrix Multiply-Accumulate"), and the store of a warpgroup's accumulators. sm_90a only:
+ * include it from files built for that target alone. */
 #ifndef MLP_WGMMA_CUH
 #define MLP_WGMMA_CUH
 
@@ -12,6 +12,7 @@
 
 #include "cuda/gemm/gemm_async_copy.cuh"
 #include "cuda/gemm/gemm_ladder.h"
+#include "cuda/gemm/gemm_output.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "wgmma needs the sm_90a target (CMake: CUDA_ARCHITECTURES 90a)"
@@ -52,6 +53,23 @@ template <int GROUPS_IN_FLIGHT> __device__ __forceinline__ void wgmma_wait() {
 template <int N> __device__ __forceinline__ void fence_accumulators(float (&d)[N]) {
 #pragma unroll
     for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* Stores a warpgroup's m64nN accumulators, its 64×N of C from (row0, col0), into out: alpha ·
+ * acc + beta · C inside the m×n matrix. The accumulators are wgmma's D fragments: lane
+ * (g = lane / 4, t = lane % 4) of the warpgroup's warp w holds, for j < N / 8, rows 16w + g and
+ * 16w + g + 8 of columns 8j + 2t and 8j + 2t + 1, at acc[4j .. 4j + 3]. */
+template <int N>
+__device__ __forceinline__ void store_accumulators(const float (&acc)[N / 2], const gemm_output &out,
+                                                   int m, int n, int row0, int col0) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int row = row0 + 16 * (threadIdx.x / 32 % 4) + g;
+#pragma unroll
+    for (int j = 0; j < N / 8; j++) {
+        const int col = col0 + 8 * j + 2 * t;
+        store_pair(out, m, n, row, col, acc[4 * j], acc[4 * j + 1]);
+        store_pair(out, m, n, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
+    }
 }
 
 #endif
