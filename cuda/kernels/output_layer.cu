@@ -214,9 +214,15 @@ __device__ void output_row(const output_layer_step &p, __nv_bfloat16 *hidden_del
 
 /* Every global load is issued before the first wait (the row, its label, the cursor, W and b),
  * so that their latencies overlap: at the MLP's sizes this kernel is a chain of latencies, not
- * of arithmetic. */
+ * of arithmetic. ptxas caps the 32-class instance with label smoothing and H <= 256 at 64
+ * registers and spills; asking for one block a multiprocessor lifts the cap (96 registers). The
+ * other instances ask for nothing (0), and compile as they would without it. */
 template <int CLASSES, int VALUES, bool SMOOTH>
-__global__ void __launch_bounds__(THREADS) output_layer_rows(row_args a) {
+constexpr int rows_min_blocks() { return CLASSES == MAX_CLASSES && VALUES == 8 && SMOOTH ? 1 : 0; }
+
+template <int CLASSES, int VALUES, bool SMOOTH>
+__global__ void __launch_bounds__(THREADS, (rows_min_blocks<CLASSES, VALUES, SMOOTH>()))
+output_layer_rows(row_args a) {
     extern __shared__ float shared[];
     wait_for_previous_kernel();
     const output_layer_step &p = a.step;
