@@ -252,7 +252,8 @@ struct backend {
     /* ---- batches ---- */
     batch_feed *(*feed_create)(backend *be, const dataset *data, int max_rows, feed_options opts);
     /* The order of samples for the coming pass: count indices into the data set (count is at
-     * most data->count; less when ranks share the pass, each feeding its own share). */
+     * most data->count; less when ranks share the pass, each feeding its own share). order
+     * NULL: the last pass's order and count again, which the feed keeps (nothing is copied). */
     void (*feed_start_pass)(batch_feed *feed, const int32_t *order, int count);
     /* The batch of rows samples starting at cursor->first_row in the pass's order. Batches are
      * taken in order, max_rows at a time, except the pass's last, which is the remainder (a feed

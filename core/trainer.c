@@ -63,6 +63,7 @@ typedef struct {
     batch_feed *feed;
     pass_metrics metrics;
     int32_t *order; /* 0..count-1 */
+    bool fed;       /* the feed has the order (from the first pass on) */
 } evaluation_set;
 
 struct trainer {
@@ -108,7 +109,8 @@ static evaluation_set evaluation_set_create(trainer *t, const dataset *data) {
     backend *be = t->be;
     evaluation_set s = {data, be->feed_create(be, data, t->model->max_rows, t->config.feed),
                         metrics_create(be, data->count),
-                        alloc_or_exit((size_t)data->count * sizeof(int32_t), "an evaluation order")};
+                        alloc_or_exit((size_t)data->count * sizeof(int32_t), "an evaluation order"),
+                        false};
     for (int i = 0; i < data->count; i++) s.order[i] = i;
     return s;
 }
@@ -504,7 +506,8 @@ static void evaluation_pass(trainer *t, evaluation_set *set, int32_t *prediction
     int count = set->data->count;
     pass_metrics metrics = set->metrics;
     metrics.prediction = predictions;
-    be->feed_start_pass(set->feed, set->order, count);
+    be->feed_start_pass(set->feed, set->fed ? NULL : set->order, count);
+    set->fed = true;
     cursor_reset(be, t->test_cursor, 0);
     for (int offset = 0; offset < count; offset += t->model->max_rows) {
         int rows = count - offset < t->model->max_rows ? count - offset : t->model->max_rows;

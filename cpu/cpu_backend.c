@@ -212,6 +212,7 @@ static batch_feed *feed_create(backend *be, const dataset *data, int max_rows, f
 }
 
 static void feed_start_pass(batch_feed *feed, const int32_t *order, int count) {
+    if (!order) return; /* the last pass's again */
     memcpy(feed->order, order, (size_t)count * sizeof(int32_t));
     feed->count = count;
 }

@@ -300,18 +300,25 @@ batch_feed *gpu_feed_create(backend *be, const dataset *data, int max_rows, feed
     return f;
 }
 
+/* order NULL: the last pass's order and count, which the device (resident) or the host order
+ * still holds. Uploading MNIST's test order every epoch took 50 µs of a 0.28 ms test pass
+ * (H100, batch 512). */
 void gpu_feed_start_pass(batch_feed *f, const int32_t *order, int count) {
-    size_t bytes = (size_t)count * sizeof(int32_t);
-    f->count = count;
+    if (order) f->count = count;
+    size_t bytes = (size_t)f->count * sizeof(int32_t);
     f->position = 0;
     if (f->options.placement == DATA_RESIDENT) {
-        const int32_t pass_rows = count;
-        f->be->upload(f->be, f->device_order, order, bytes); /* waits for any gather ahead */
-        f->be->upload(f->be, f->device_pass_rows, &pass_rows, sizeof pass_rows);
+        if (order) {
+            const int32_t pass_rows = count;
+            f->be->upload(f->be, f->device_order, order, bytes); /* waits for any gather ahead */
+            f->be->upload(f->be, f->device_pass_rows, &pass_rows, sizeof pass_rows);
+        } else {
+            gpu_join_side_streams(gpu_of(f->be)); /* the next gather waits for any gather ahead */
+        }
         f->gathered_ahead = false;
         return;
     }
-    std::memcpy(f->host_order, order, bytes);
+    if (order) std::memcpy(f->host_order, order, bytes);
     if (f->options.overlap) {
         f->fetch_position = 0;
         prefetch(f);
