@@ -5,15 +5,19 @@ The stand-in (given to compare.py as --python) answers as jax_mlp.py would, with
 times that depend on the configuration: the sums cost 0.5 s, unroll 2 is the fastest, unroll 8
 fails. The checks: compare.py runs mlp_train and every configuration, keeps the fastest of each
 sums setting (by_sums) and judges each pairing with it, keeps every configuration's figure
-('configurations'), and a peer whose every run fails in the first setting is reported failed.
+('configurations'), and a peer whose every run fails in the first setting is reported failed;
+interrupted by SIGTERM while the stand-in runs (it sleeps), compare.py writes what ran, marks the
+rest 'not run' and exits 1.
 
 Usage: compare_test.py MLP_TRAIN MNIST_DIR   (exit 1 with every failed check named)
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,10 +28,12 @@ EPOCH_S = {"1": 3.0, "2": 2.0, "4": 2.5, "8": None}
 SUMS_S = 0.5
 
 # Answers as jax_mlp.py does, for the modes asked, with the times that STAND_IN_TIMES (JSON:
-# epoch_s by unroll, sums_s, fail_with_sums) gives the configuration in its arguments.
+# epoch_s by unroll, sums_s, fail_with_sums, sleep_s before answering) gives the configuration
+# in its arguments.
 STAND_IN = r"""#!/usr/bin/env python3
-import json, os, sys
+import json, os, sys, time
 times = json.loads(os.environ["STAND_IN_TIMES"])
+time.sleep(times.get("sleep_s", 0))
 argv = sys.argv[1:]
 def value(flag, default=None):
     return argv[argv.index(flag) + 1] if flag in argv else default
@@ -63,18 +69,24 @@ def check(condition, message):
         failures += 1
 
 
-def run_compare(mlp_train, data, work, fail_with_sums):
+def compare_command(mlp_train, data, work, out):
     stand_in = work / "stand_in.py"
     stand_in.write_text(STAND_IN)
     stand_in.chmod(0o755)
-    times = {"epoch_s": EPOCH_S, "sums_s": SUMS_S, "fail_with_sums": fail_with_sums}
+    return [sys.executable, str(COMPARE), "--mlp-train", mlp_train, "--data", data,
+            "--device", "cpu", "--batch", "64", "--threads", "1", "--impls", "tiled",
+            "--peers", "jax-scan", "--jax-unroll", "1", "2", "4", "8",
+            "--sums", "with", "without", "--epochs", "2", "--python", str(stand_in), "--json", str(out)]
+
+
+def stand_in_environment(**times):
+    return {**os.environ, "STAND_IN_TIMES": json.dumps({"epoch_s": EPOCH_S, "sums_s": SUMS_S, **times})}
+
+
+def run_compare(mlp_train, data, work, fail_with_sums):
     out = work / f"compare_{fail_with_sums}.json"
-    done = subprocess.run([sys.executable, str(COMPARE), "--mlp-train", mlp_train, "--data", data,
-                           "--device", "cpu", "--batch", "64", "--threads", "1", "--impls", "tiled",
-                           "--peers", "jax-scan", "--jax-unroll", "1", "2", "4", "8",
-                           "--sums", "with", "without", "--epochs", "2", "--python", str(stand_in),
-                           "--json", str(out)], capture_output=True, text=True,
-                          env={**os.environ, "STAND_IN_TIMES": json.dumps(times)})
+    done = subprocess.run(compare_command(mlp_train, data, work, out), capture_output=True, text=True,
+                          env=stand_in_environment(fail_with_sums=fail_with_sums))
     report = json.loads(out.read_text()) if out.exists() else {"results": []}
     return done, report
 
@@ -115,6 +127,34 @@ def check_failed_peer(mlp_train, data, work):
           f"a peer whose every run with sums failed is reported failed: {peer}")
 
 
+def check_interrupted(mlp_train, data, work):
+    """SIGTERM once mlp_train's runs are done and the stand-in sleeps: the report has mlp_train's
+    outcome, the peer 'not run', and the run exits 1 at once."""
+    out = work / "compare_interrupted.json"
+    process = subprocess.Popen(compare_command(mlp_train, data, work, out), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env=stand_in_environment(fail_with_sums=False, sleep_s=60))
+    for line in process.stderr:  # the progress: mlp_train's outcome comes before the peer's
+        if ": tiled" in line:
+            break
+    time.sleep(0.5)  # the stand-in has started
+    process.send_signal(signal.SIGTERM)
+    try:
+        stdout, stderr = process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        check(False, "compare.py did not stop within 20 s of SIGTERM")
+        return
+    check(process.returncode == 1, f"an interrupted compare.py exits 1, not {process.returncode}")
+    report = json.loads(out.read_text()) if out.exists() else {"results": []}
+    ours = next((r for r in report["results"] if r["contender"] == "tiled"), None)
+    peer = peer_outcome(report)
+    check(report.get("interrupted") is True, "the JSON says the run was interrupted")
+    check(ours is not None and ours["status"] == "ok", f"mlp_train's outcome kept: {ours}")
+    check(peer is not None and peer["status"] == "not run", f"the peer marked not run: {peer}")
+    check("Interrupted: 1 run did not run" in stdout, f"the Markdown says so: {stdout[-300:]}")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__.strip().splitlines()[-1])
@@ -122,6 +162,7 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         check_fastest_kept(mlp_train, data, Path(work))
         check_failed_peer(mlp_train, data, Path(work))
+        check_interrupted(mlp_train, data, Path(work))
     if failures:
         sys.exit(1)
     print("compare_test: all checks passed")

@@ -61,8 +61,10 @@ that fails or runs past --timeout is reported as such; neither stops the others.
   Precision: tools/peers/compare.py --impls tiled blas fused --graph on --peers --batch 64 512 \
                  --epochs 10 --wall-runs 0 --precisions fp32 tf32 bf16
 
-Progress goes to stderr, the Markdown to stdout, everything measured to --json. Exit status: 0,
-or 1 when a contender or a whole-process run failed or timed out (after printing everything);
+Progress goes to stderr, the Markdown to stdout, everything measured to --json. Interrupted
+(Ctrl-C, or SIGTERM from timeout or a batch system), it stops measuring and still prints and
+writes what ran, the rest marked 'not run'. Exit status: 0, or 1 when a contender or a
+whole-process run failed or timed out, or the run was interrupted (after printing everything);
 absent peers are not failures.
 """
 import argparse
@@ -71,6 +73,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -222,7 +225,7 @@ def learning_rate(args, batch):
 
 
 def outcome(contender, batch, threads, status, note="", **figures):
-    """One cell of the tables: status is ok, absent, failed, timeout or skipped."""
+    """One cell of the tables: status is ok, absent, failed, timeout, skipped or not run."""
     return {"contender": contender["key"], "label": contender["label"], "kind": contender["kind"],
             "batch": batch, "threads": threads, "status": status, "note": note, **figures}
 
@@ -753,16 +756,9 @@ def parse_arguments():
     return args
 
 
-def main():
-    args = parse_arguments()
-    if not os.access(args.mlp_train, os.X_OK):
-        sys.exit(f"{PROGRAM}: {args.mlp_train}: no mlp_train there (build it, or give --mlp-train)")
-    started = datetime.datetime.now(datetime.timezone.utc)
-    ours, peers = our_contenders(args), peer_contenders(args)
-    contenders = ours + peers
-    rows = {}  # (threads, batch) -> {contender key: outcome}
-    runs, absent_frameworks = [], {}
-
+def measure(args, ours, peers, rows, runs, absent_frameworks):
+    """Every contender at every batch (and thread count) into rows, then the whole-process check
+    (returned)."""
     for threads in args.threads or [0]:
         for batch in args.batch:
             row = rows.setdefault((threads, batch), {})
@@ -777,9 +773,49 @@ def main():
                 for o in run_peer_strongest(args, script, group, batch, threads, absent_frameworks, runs):
                     row[o["contender"]] = o
                     log_outcome(where, o)
+    return wall_check(args, ours, rows) if args.wall_runs > 0 else None
+
+
+def stop_measuring(signum, frame):
+    """SIGTERM stops the measurements as Ctrl-C does (the process running is killed)."""
+    raise KeyboardInterrupt
+
+
+def mark_not_run(args, contenders, rows):
+    """After an interruption: every contender without an outcome gets 'not run'; returns how many."""
+    missing = 0
+    for threads in args.threads or [0]:
+        for batch in args.batch:
+            row = rows.setdefault((threads, batch), {})
+            for c in contenders:
+                if c["key"] not in row:
+                    row[c["key"]] = outcome(c, batch, threads, "not run", "interrupted before it ran")
+                    missing += 1
+    return missing
+
+
+def main():
+    args = parse_arguments()
+    if not os.access(args.mlp_train, os.X_OK):
+        sys.exit(f"{PROGRAM}: {args.mlp_train}: no mlp_train there (build it, or give --mlp-train)")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    ours, peers = our_contenders(args), peer_contenders(args)
+    contenders = ours + peers
+    rows = {}  # (threads, batch) -> {contender key: outcome}
+    runs, absent_frameworks = [], {}
+
+    signal.signal(signal.SIGTERM, stop_measuring)
+    wall, not_run = None, None
+    try:
+        wall = measure(args, ours, peers, rows, runs, absent_frameworks)
+    except KeyboardInterrupt:
+        not_run = mark_not_run(args, contenders, rows)
+        log(f"interrupted: reporting what ran ({not_run} not run" +
+            (", nor the whole-process check)" if args.wall_runs > 0 else ")"))
+    for stop in (signal.SIGINT, signal.SIGTERM):  # the report is written whole
+        signal.signal(stop, signal.SIG_IGN)
 
     summary = summarize(args, rows)
-    wall = wall_check(args, ours, rows) if args.wall_runs > 0 else None
     outcomes = [o for row in rows.values() for o in row.values()]
     found = versions(outcomes, runs, absent_frameworks)
     machine, gpu = machine_info(), gpu_info() if args.device == "gpu" else None
@@ -811,9 +847,13 @@ def main():
         precision_table, precision_goal = precision_lines(args, precision)
         lines += precision_table
     notes = sorted({f"{o['label']}: {o['status']}: {o['note']}" for o in outcomes
-                    if o["status"] not in ("ok",) and o["note"]} |
+                    if o["status"] not in ("ok", "not run") and o["note"]} |
                    {f"{o['label']}, batch {o['batch']}: {o['note']}" for o in outcomes
                     if o["status"] == "ok" and o["kind"] == "mlp_train" and o["note"]})
+    if not_run is not None:
+        notes.insert(0, f"Interrupted: {not_run} run{'' if not_run == 1 else 's'} did not run (their cells "
+                     "read 'not run')"
+                     + (", nor did the whole-process check." if args.wall_runs > 0 else "."))
     if notes:
         lines += [""] + [f"- {n}" for n in notes]
     markdown = "\n".join(lines)
@@ -830,9 +870,9 @@ def main():
                          "peer_precisions": args.peer_precisions, "sums": args.sums},
             "contenders": contenders, "results": outcomes, "summary": summary, "goals": goal_rows,
             "precision": precision, "precision_goal": precision_goal, "leads": leads,
-            "wall_check": wall, "markdown": markdown}, indent=1) + "\n")
+            "wall_check": wall, "interrupted": not_run is not None, "markdown": markdown}, indent=1) + "\n")
     failures = [o for o in outcomes if o["status"] in ("failed", "timeout")]
-    if failures or (wall and wall.get("failures")):
+    if failures or (wall and wall.get("failures")) or not_run is not None:
         sys.exit(1)
 
 
