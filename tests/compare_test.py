@@ -6,11 +6,13 @@ times that depend on the configuration: the sums cost 0.5 s, unroll 2 is the fas
 fails. The checks: compare.py runs mlp_train and every configuration, keeps the fastest of each
 sums setting (by_sums) and judges each pairing with it, keeps every configuration's figure
 ('configurations'), and a peer whose every run fails in the first setting is reported failed;
-interrupted by SIGTERM while the stand-in runs (it sleeps), compare.py writes what ran, marks the
-rest 'not run' and exits 1.
+interrupted by SIGTERM while the stand-in answers as JAX (it sleeps) after answering as PyTorch,
+compare.py writes what ran, marks the rest 'not run', shows the lead over PyTorch without JAX
+named and exits 1.
 
 Usage: compare_test.py MLP_TRAIN MNIST_DIR   (exit 1 with every failed check named)
 """
+import argparse
 import json
 import os
 import signal
@@ -27,13 +29,14 @@ COMPARE = ROOT / "tools" / "peers" / "compare.py"
 EPOCH_S = {"1": 3.0, "2": 2.0, "4": 2.5, "8": None}
 SUMS_S = 0.5
 
-# Answers as jax_mlp.py does, for the modes asked, with the times that STAND_IN_TIMES (JSON:
-# epoch_s by unroll, sums_s, fail_with_sums, sleep_s before answering) gives the configuration
-# in its arguments.
+# Answers as jax_mlp.py does (for any peer script: its path comes first), for the modes asked,
+# with the times that STAND_IN_TIMES (JSON: epoch_s by unroll, sums_s, fail_with_sums; sleep_s
+# before answering where the script's name has sleep_in) gives the configuration in its arguments.
 STAND_IN = r"""#!/usr/bin/env python3
 import json, os, sys, time
 times = json.loads(os.environ["STAND_IN_TIMES"])
-time.sleep(times.get("sleep_s", 0))
+if times.get("sleep_in", "-") in sys.argv[1]:
+    time.sleep(times["sleep_s"])
 argv = sys.argv[1:]
 def value(flag, default=None):
     return argv[argv.index(flag) + 1] if flag in argv else default
@@ -69,13 +72,13 @@ def check(condition, message):
         failures += 1
 
 
-def compare_command(mlp_train, data, work, out):
+def compare_command(mlp_train, data, work, out, peers=("jax-scan",)):
     stand_in = work / "stand_in.py"
     stand_in.write_text(STAND_IN)
     stand_in.chmod(0o755)
     return [sys.executable, str(COMPARE), "--mlp-train", mlp_train, "--data", data,
             "--device", "cpu", "--batch", "64", "--threads", "1", "--impls", "tiled",
-            "--peers", "jax-scan", "--jax-unroll", "1", "2", "4", "8",
+            "--peers", *peers, "--jax-unroll", "1", "2", "4", "8",
             "--sums", "with", "without", "--epochs", "2", "--python", str(stand_in), "--json", str(out)]
 
 
@@ -128,14 +131,15 @@ def check_failed_peer(mlp_train, data, work):
 
 
 def check_interrupted(mlp_train, data, work):
-    """SIGTERM once mlp_train's runs are done and the stand-in sleeps: the report has mlp_train's
-    outcome, the peer 'not run', and the run exits 1 at once."""
+    """SIGTERM once mlp_train and PyTorch (the stand-in, first of the peers) have run, while JAX
+    (the stand-in) sleeps: the report has their outcomes, JAX 'not run', the lead over PyTorch
+    shown without JAX named, and the run exits 1 at once."""
     out = work / "compare_interrupted.json"
-    process = subprocess.Popen(compare_command(mlp_train, data, work, out), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env=stand_in_environment(fail_with_sums=False, sleep_s=60))
-    for line in process.stderr:  # the progress: mlp_train's outcome comes before the peer's
-        if ": tiled" in line:
+    process = subprocess.Popen(compare_command(mlp_train, data, work, out, ("jax-scan", "torch-eager")),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=stand_in_environment(fail_with_sums=False, sleep_in="jax_mlp", sleep_s=60))
+    for line in process.stderr:  # the progress: mlp_train's outcome, then PyTorch's, then JAX's
+        if ": PyTorch eager" in line:
             break
     time.sleep(0.5)  # the stand-in has started
     process.send_signal(signal.SIGTERM)
@@ -147,12 +151,32 @@ def check_interrupted(mlp_train, data, work):
         return
     check(process.returncode == 1, f"an interrupted compare.py exits 1, not {process.returncode}")
     report = json.loads(out.read_text()) if out.exists() else {"results": []}
-    ours = next((r for r in report["results"] if r["contender"] == "tiled"), None)
-    peer = peer_outcome(report)
+    status = {r["contender"]: r["status"] for r in report["results"]}
     check(report.get("interrupted") is True, "the JSON says the run was interrupted")
-    check(ours is not None and ours["status"] == "ok", f"mlp_train's outcome kept: {ours}")
-    check(peer is not None and peer["status"] == "not run", f"the peer marked not run: {peer}")
+    check(status == {"tiled": "ok", "torch-eager": "ok", "jax-scan": "not run"},
+          f"what ran kept, the rest marked not run: {status}")
     check("Interrupted: 1 run did not run" in stdout, f"the Markdown says so: {stdout[-300:]}")
+    missing = [s.get("peers_without_figure") for s in report.get("summary", [])]
+    check(missing == [["JAX scan"]], f"the summary names the peer without a figure: {missing}")
+    lead = [line for line in stdout.splitlines() if line.startswith("| 64 | fp32 | no sums |")]
+    check(len(lead) == 1 and lead[0].endswith("(without JAX scan) |"),
+          f"the lead over PyTorch is shown without JAX named: {lead}")
+
+
+def check_goal_not_judged():
+    """The GPU's goal rows (not reached on the CPU): a lead of 3× over the peers that ran, while
+    one gave no figure, is not judged met."""
+    sys.path.insert(0, str(COMPARE.parent))
+    import compare
+    args = argparse.Namespace(sums=["without"], peer_precisions=["fp32"], wall_epochs=10, wall_batch=512)
+    pairs = {"without": {"ours": "tiled graph", "ours_epoch_s": 1.0, "peer": "PyTorch graph (no sums)",
+                         "peer_epoch_s": 3.0, "ratio": 3.0}}
+    summary = [{"threads": 0, "batch": 512, "fastest_mlp_train": {"contender": "tiled graph", "epoch_s": 1.0},
+                "best_peer": {"contender": "PyTorch graph", "epoch_s": 3.0}, "pairings": pairs,
+                "ratio_peer_over_ours": 3.0, "peers_without_figure": ["JAX scan"]}]
+    row = next(r for r in compare.goals(args, summary, None) if r["goal"].startswith("batch 512:"))
+    check(row["status"] == "–" and "JAX scan" in row["measured"],
+          f"a goal judged without JAX's figure: {row}")
 
 
 def main():
@@ -163,6 +187,7 @@ def main():
         check_fastest_kept(mlp_train, data, Path(work))
         check_failed_peer(mlp_train, data, Path(work))
         check_interrupted(mlp_train, data, Path(work))
+    check_goal_not_judged()
     if failures:
         sys.exit(1)
     print("compare_test: all checks passed")

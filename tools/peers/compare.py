@@ -227,7 +227,8 @@ def learning_rate(args, batch):
 def outcome(contender, batch, threads, status, note="", **figures):
     """One cell of the tables: status is ok, absent, failed, timeout, skipped or not run."""
     return {"contender": contender["key"], "label": contender["label"], "kind": contender["kind"],
-            "batch": batch, "threads": threads, "status": status, "note": note, **figures}
+            "precision": contender.get("precision", "fp32"), "batch": batch, "threads": threads,
+            "status": status, "note": note, **figures}
 
 
 def mlp_train_command(args, impl, batch, epochs, threads, graph, lr, precision="fp32"):
@@ -390,6 +391,14 @@ def pairings(args, outcomes, precision):
     return found
 
 
+def peers_without_figure(outcomes, precision):
+    """The peers at `precision` that should have run but gave no figure (failed, timed out, or not
+    run after an interruption): a lead over the rest may be over the slower peers only, so it is
+    shown with their names and no goal is judged on it. (An absent framework is the machine's.)"""
+    return sorted(o["label"] for o in outcomes if o["kind"] == "peer" and o["precision"] == precision
+                  and o["status"] in ("failed", "timeout", "not run"))
+
+
 def judged_ratio(args, pairs):
     """The lead that holds in every pairing: the smallest ratio, or None unless every --sums
     setting has its pairing."""
@@ -398,11 +407,17 @@ def judged_ratio(args, pairs):
     return min(p["ratio"] for p in pairs.values())
 
 
-def ratio_text(pairs, ratio):
+def without_text(peers):
+    """' (without JAX scan)' for the peers that gave no figure, or ''."""
+    return f" (without {', '.join(peers)})" if peers else ""
+
+
+def ratio_text(pairs, ratio, peers_missing=()):
     """'1.94× (sums 2.71×, no sums 1.94×)'."""
     if ratio is None:
         return "–"
-    return f"{ratio:.2f}× (" + ", ".join(f"{SUMS_NAMES[s]} {p['ratio']:.2f}×" for s, p in pairs.items()) + ")"
+    return (f"{ratio:.2f}× (" + ", ".join(f"{SUMS_NAMES[s]} {p['ratio']:.2f}×" for s, p in pairs.items()) + ")"
+            + without_text(peers_missing))
 
 
 def summarize(args, rows):
@@ -413,6 +428,7 @@ def summarize(args, rows):
         ours, peer = fastest(outcomes.values(), "mlp_train"), fastest(outcomes.values(), "peer")
         pairs = pairings(args, list(outcomes.values()), "fp32")
         summary.append({"threads": threads, "batch": batch,
+                        "peers_without_figure": peers_without_figure(outcomes.values(), "fp32"),
                         "fastest_mlp_train": ours and {"contender": ours["label"], "epoch_s": ours["epoch_s"],
                                                        "test_accuracy": ours["test_accuracy"]},
                         "best_peer": peer and {"contender": peer["label"], "epoch_s": peer["epoch_s"],
@@ -440,7 +456,7 @@ def markdown_tables(args, contenders, rows, summary):
         ours, peer, ratio = s["fastest_mlp_train"], s["best_peer"], s["ratio_peer_over_ours"]
         cells += [f"{milliseconds(ours['epoch_s'])} ms ({ours['contender']})" if ours else "–",
                   f"{milliseconds(peer['epoch_s'])} ms ({peer['contender']})" if peer else "–",
-                  ratio_text(s["pairings"], ratio)]
+                  ratio_text(s["pairings"], ratio, s["peers_without_figure"])]
         lines.append("| " + " | ".join(row_lead(threads, batch) + cells) + " |")
 
     # test accuracy
@@ -462,7 +478,8 @@ def precision_leads(args, rows):
             pairs = pairings(args, list(outcomes.values()), precision)
             if pairs:
                 leads.append({"batch": batch, "threads": threads, "precision": precision, "pairings": pairs,
-                              "ratio": judged_ratio(args, pairs)})
+                              "ratio": judged_ratio(args, pairs),
+                              "peers_without_figure": peers_without_figure(outcomes.values(), precision)})
     return leads
 
 
@@ -475,7 +492,7 @@ def lead_lines(args, leads):
         for setting, p in r["pairings"].items():
             lines.append(f"| {r['batch']} | {r['precision']} | {SUMS_NAMES[setting]} | {p['ours']} | "
                          f"{milliseconds(p['ours_epoch_s'])} | {p['peer']} | {milliseconds(p['peer_epoch_s'])} | "
-                         f"{p['ratio']:.2f}× |")
+                         f"{p['ratio']:.2f}×{without_text(r['peers_without_figure'])} |")
     return lines
 
 
@@ -539,6 +556,10 @@ def goals(args, summary, wall):
                    else "not every pairing ran: " + ", ".join(SUMS_NAMES[x] for x in args.sums
                                                               if x not in s["pairings"]) + " missing")
             rows.append({"goal": goal, "measured": why, "status": "–"})
+            continue
+        if s["peers_without_figure"]:
+            rows.append({"goal": goal, "status": "–", "measured": "not judged: no figure from "
+                         + ", ".join(s["peers_without_figure"])})
             continue
         ratio = s["ratio_peer_over_ours"]
         measured = "; ".join(f"{SUMS_NAMES[setting]}: {p['ratio']:.2f}× ({p['ours']} {milliseconds(p['ours_epoch_s'])} "
