@@ -5,7 +5,9 @@
 # into $OUT/results.tar.gz. Each stage ends by printing a short summary.
 # Usage: tools/device_run.sh STAGE...   (with none, or one it does not know: this text, exit 2)
 # Environment: BUILD_DIR (default build-device/), RESULTS (default out/), NSYS (the nsys
-# command: .device/nsys.sh where that exists, else nsys on the PATH).
+# command: .device/nsys.sh where that exists, else nsys on the PATH), COMPARE_LIMIT_S (default
+# 540: the compare stages stop compare.py then, which still writes what ran, inside the device
+# tool's 10 minutes a call).
 #   build     configure and build BUILD_DIR (Release, native CPU code, CUDA for this GPU)
 #   test      every CTest test (CPU and GPU)
 #   gputest   the GPU's CTest tests alone (label gpu; CI runs the CPU's)
@@ -365,12 +367,13 @@ stage_example() {
     "$mlp" --impl tiled --batch 512 --epochs 3 --data "$data" 2>/dev/null | tee "$out/example.txt"
 }
 
-# compare.py on this build, its JSON, Markdown and progress as $out/NAME.{json,md,log}: NAME ARGS...
+# compare.py on this build, its JSON, Markdown and progress as $out/NAME.{json,md,log}, stopped
+# (SIGTERM) after COMPARE_LIMIT_S: NAME ARGS...
 run_compare() {
     local name=$1
     shift
-    python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" "$@" --json "$out/$name.json" \
-        2>"$out/$name.log" | tee "$out/$name.md"
+    timeout -s TERM "${COMPARE_LIMIT_S:-540}" python3 tools/peers/compare.py --mlp-train "$mlp" --data "$data" \
+        "$@" --json "$out/$name.json" 2>"$out/$name.log" | tee "$out/$name.md"
     local s=${PIPESTATUS[0]}
     [ "$s" -eq 0 ] || tail -20 "$out/$name.log"
     return "$s"
