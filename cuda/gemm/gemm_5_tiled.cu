@@ -58,8 +58,9 @@ using small_thin_tile = tile_config<64, 64, 16, 4, 2, 2, 3>;
 using medium_tile = tile_config<64, 128, 32, 3, 2, 4, 2>; /* warp tile 32×32, 8×4 per lane */
 
 /* acc += a ⊗ b: the 4×4 outer product of a column piece of op(A) and a row piece of op(B),
- * column by column. (Row by row, the same FMAs in another order, was 3% slower at 4096³ `NN`
- * on an H100: the order decides how ptxas places the operands in registers.) */
+ * column by column. Row by row, each accumulator's FMAs the same but issued in another order,
+ * was 3-4% slower at 4096³ `NN` on an H100 (docs/kernels.md, rung 5): ptxas schedules and
+ * places the operands in registers after the order they are written in. */
 template <int TM, int TN>
 __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], float4 a, float4 b) {
     const float av[TM] = {a.x, a.y, a.z, a.w}, bv[TN] = {b.x, b.y, b.z, b.w};
